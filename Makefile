@@ -1,0 +1,32 @@
+# Two commands set everything up: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The CPU build of torch lies on this machine's disk; a bare `torch` pulls a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-all bench fuzz clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m portable.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info out

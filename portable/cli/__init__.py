@@ -1,0 +1,96 @@
+"""The ``portable`` command line: a thin layer over the Python API.
+
+Commands are imported lazily (``portable --help`` and ``portable validate`` never
+import torch or onnxruntime). Errors are handled in one place,
+:meth:`PortableGroup.invoke`: a :class:`portable.errors.PortableError` becomes one
+line on stderr and its exit code; anything unexpected is exit 3 (with the traceback
+under ``--debug``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from portable._version import __version__
+from portable.errors import ExitCode, PortableError
+
+__all__ = ["COMMANDS", "PortableGroup", "cli", "main"]
+
+# command name -> "module:attribute"; a command whose module is absent is not listed.
+COMMANDS: dict[str, str] = {
+    "validate": "portable.cli.validate:validate",
+    "rules": "portable.cli.rules:rules",
+    "explain": "portable.cli.rules:explain",
+    "export": "portable.cli.export:export",
+    "precheck": "portable.cli.export:precheck",
+    "compare": "portable.cli.compare:compare",
+    "matrix": "portable.cli.compare:matrix",
+    "report": "portable.cli.compare:report",
+    "baseline": "portable.cli.baseline:baseline",
+}
+
+
+def _error(message: str) -> None:
+    click.echo(f"portable: error: {message}", err=True)
+
+
+class PortableGroup(click.Group):
+    """Lazy command loading, and the one place where errors become exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, t in COMMANDS.items() if importlib.util.find_spec(t.split(":")[0]) is not None)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None or name not in self.list_commands(ctx):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except PortableError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            _error(str(exc))
+            ctx.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            _error("interrupted")
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback by default
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+            ctx.exit(int(ExitCode.ERROR))
+
+
+@click.group(cls=PortableGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="portable")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Export PyTorch models to portable ONNX, validate the contract, compare runtimes.
+
+    Exit codes: 0 pass, 1 findings or parity failure, 2 usage or config error,
+    3 unreadable input or internal failure.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="portable")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

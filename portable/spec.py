@@ -1,0 +1,121 @@
+"""Loading a model from a SPEC (``package.module:callable`` or ``path/to/file.py:callable``).
+
+A SPEC imports and runs user code, like any model-loading tool: only point it at
+code you trust. Weights load through safetensors or ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from portable.errors import InputError, UsageError
+
+__all__ = ["LoadedSpec", "load_spec", "load_weights", "parse_spec"]
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """What a SPEC's callable gave: the module, its example inputs if it returned some, and
+    the folder that source paths are made relative to."""
+
+    spec: str
+    module: Any  # torch.nn.Module
+    example_inputs: tuple[Any, ...] | None
+    root: Path
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split ``target:callable``; a usage error if the form is wrong."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr or not attr.replace(".", "_").isidentifier():
+        raise UsageError(f"bad SPEC {spec!r}: expected 'package.module:callable' or 'path/to/file.py:callable'")
+    return target, attr
+
+
+def _import_target(target: str, spec: str) -> tuple[Any, Path]:
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target)
+        if not path.is_file():
+            raise InputError(f"no such file {target!r} (from SPEC {spec!r})")
+        name = f"portable_spec_{abs(hash(str(path.resolve())))}"
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise InputError(f"cannot import {target!r} (from SPEC {spec!r})")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        _exec(lambda: loader_spec.loader.exec_module(module), spec)  # type: ignore[union-attr]
+        return module, path.resolve().parent
+    try:
+        module = importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"cannot import module {target!r} from SPEC {spec!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - user code raised while importing
+        raise InputError(f"importing {target!r} (SPEC {spec!r}) raised {type(exc).__name__}: {exc}") from None
+    file = getattr(module, "__file__", None)
+    return module, Path.cwd() if file is None else Path(file).resolve().parent
+
+
+def _exec(fn: Any, spec: str) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise InputError(f"SPEC {spec!r} raised {type(exc).__name__}: {exc}") from None
+
+
+def load_spec(spec: str) -> LoadedSpec:
+    """Import the SPEC's target, call it, and check that it gave an ``nn.Module``."""
+    import torch
+
+    target, attr = parse_spec(spec)
+    module, root = _import_target(target, spec)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"SPEC {spec!r}: {target!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InputError(f"SPEC {spec!r}: {attr!r} is not callable")
+    result = obj if isinstance(obj, torch.nn.Module) else _exec(obj, spec)
+    example = None
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module):
+        result, example = result
+        example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+    if not isinstance(result, torch.nn.Module):
+        raise InputError(
+            f"SPEC {spec!r} returned {type(result).__name__}, not a torch.nn.Module "
+            "(return a module, or (module, example_inputs))"
+        )
+    return LoadedSpec(spec=spec, module=result, example_inputs=example, root=root)
+
+
+def load_weights(module: Any, path: str | Path) -> None:
+    """Load a state dict from ``.safetensors`` or a ``.pt``/``.pth`` file (``weights_only=True``)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such weights file", path=str(path))
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(str(path))
+        else:
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable weights file
+        raise InputError(f"cannot read weights: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         path=str(path)) from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InputError("not a state dict (expected a mapping of names to tensors)", path=str(path))
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise InputError(f"weights do not fit the model: {first}", path=str(path)) from None

@@ -1,0 +1,86 @@
+"""The model as the rules see it: loaded once, walked once, shared by every rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cached_property
+
+import onnx
+
+from portable.findings import Location
+from portable.policy import Policy
+from portable.validators.graphs import GraphScope, iter_scopes, location
+
+__all__ = ["RANDOM_OPS", "ModelContext"]
+
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
+)
+
+
+class ModelContext:
+    """One model plus the facts several rules need, each computed at most once."""
+
+    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
+        self.proto = proto
+        self.path = path
+        self.policy = policy
+        self.size = size
+
+    @cached_property
+    def scopes(self) -> tuple[GraphScope, ...]:
+        return tuple(iter_scopes(self.proto))
+
+    def nodes(self) -> Iterator[tuple[GraphScope, int, onnx.NodeProto]]:
+        for scope in self.scopes:
+            for index, node in enumerate(scope.body.node):
+                yield scope, index, node
+
+    def location(self, scope: GraphScope, index: int, node: onnx.NodeProto, value: str | None = None) -> Location:
+        return location(scope, node, index, value)
+
+    def opset(self, domain: str = "") -> int | None:
+        for entry in self.proto.opset_import:
+            if entry.domain in (domain, "ai.onnx" if domain == "" else domain):
+                return entry.version
+        return None
+
+    @cached_property
+    def constants(self) -> frozenset[str]:
+        """Values known without running the model: initializers, ``Constant`` outputs, and
+        deterministic nodes fed by nothing else. ``Shape`` of a runtime tensor is not one."""
+        known: set[str] = set()
+        for scope in self.scopes:
+            body = scope.body
+            if isinstance(body, onnx.GraphProto):
+                inputs = {v.name for v in body.input}
+                known.update(t.name for t in body.initializer if t.name not in inputs)
+                known.update(t.values.name for t in body.sparse_initializer)
+            for node in body.node:
+                if self._is_static(node, known):
+                    known.update(o for o in node.output if o)
+        return frozenset(known)
+
+    @staticmethod
+    def _is_static(node: onnx.NodeProto, known: set[str]) -> bool:
+        if node.domain not in ("", "ai.onnx") or node.op_type in RANDOM_OPS:
+            return False
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return False
+        return all(i in known for i in node.input if i)
+
+    @cached_property
+    def batch_symbols(self) -> tuple[str, ...]:
+        """The symbolic names at dim 0 of the main graph's inputs and outputs, sorted."""
+        symbols = set()
+        for value in (*self.proto.graph.input, *self.proto.graph.output):
+            dims = value.type.tensor_type.shape.dim
+            if value.type.HasField("tensor_type") and len(dims) > 0 and dims[0].HasField("dim_param"):
+                symbols.add(dims[0].dim_param)
+        return tuple(sorted(symbols))
+
+    @cached_property
+    def shapes(self):  # -> ShapeAnalysis; imported lazily: shape work is only paid for when needed
+        from portable.validators.shapes import ShapeAnalysis
+
+        return ShapeAnalysis.of(self)

@@ -1,0 +1,122 @@
+"""Running the rules over one model: load once, share the context, collect a report."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from portable.errors import InputError, UsageError
+from portable.findings import Finding
+from portable.policy import Policy
+from portable.report import ValidationReport
+from portable.validators.context import ModelContext
+from portable.validators.loading import load_model_file
+from portable.validators.rules import ALL_RULES, Rule
+
+__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_proto"]
+
+IGNORE_KEY = "portable.ignore"  # metadata_props: "PORT013, PORT007: reason"
+_IGNORE = re.compile(r"^\s*((?:PORT\d{3}\s*,?\s*)+)(?::\s*(.*))?$", re.IGNORECASE)
+
+
+def select_rules(policy: Policy) -> list[Rule]:
+    """The rules a policy turns on, in rule-id order."""
+    known = {r.id for r in ALL_RULES}
+    unknown = sorted((set(policy.select) | set(policy.ignore)) - known)
+    if unknown:
+        raise UsageError(f"unknown rule id(s): {', '.join(unknown)} (see `portable rules`)")
+    chosen = []
+    for cls in ALL_RULES:
+        if policy.select:
+            on = cls.id in policy.select
+        else:
+            on = not cls.opt_in or policy.ort
+        if on and cls.id not in policy.ignore:
+            chosen.append(cls())
+    return chosen
+
+
+def _inline_ignores(proto: onnx.ModelProto) -> dict[str, str]:
+    """Rule id -> reason, from ``portable.ignore`` entries in the model's metadata_props."""
+    waived: dict[str, str] = {}
+    for prop in proto.metadata_props:
+        if prop.key != IGNORE_KEY:
+            continue
+        for entry in prop.value.split(";"):
+            match = _IGNORE.match(entry)
+            if match:
+                reason = (match.group(2) or "").strip() or "no reason given"
+                for rule_id in re.findall(r"PORT\d{3}", match.group(1).upper()):
+                    waived[rule_id] = reason
+    return waived
+
+
+def _model_info(proto: onnx.ModelProto, size: int | None) -> dict[str, Any]:
+    return {
+        "ir_version": proto.ir_version,
+        "opset": {e.domain or "ai.onnx": e.version for e in proto.opset_import},
+        "producer": f"{proto.producer_name} {proto.producer_version}".strip(),
+        "nodes": len(proto.graph.node),
+        "initializers": len(proto.graph.initializer),
+        "size_bytes": size,
+    }
+
+
+def _run(rule: Rule, ctx: ModelContext) -> list[Finding]:
+    found = list(rule.check(ctx))
+    return [
+        replace(f, severity=ctx.policy.severity_for(rule.id, f.severity)) if f.severity == rule.severity else f
+        for f in found
+    ]
+
+
+def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> ValidationReport:
+    """Validate a parsed model. A rule that crashes makes the report an internal error (exit 3)."""
+    rules = select_rules(policy)
+    ctx = ModelContext(proto, path, policy, size)
+    findings: list[Finding] = []
+    error = None
+    for rule in rules:
+        try:
+            findings.extend(_run(rule, ctx))
+        except (RecursionError, MemoryError, Exception) as exc:  # noqa: BLE001
+            error = f"internal error in rule {rule.id} ({rule.name}): {type(exc).__name__}: {exc}"[:500]
+            break
+    waived = _inline_ignores(proto)
+    kept = tuple(f for f in findings if f.rule_id not in waived)
+    suppressed = tuple((f, waived[f.rule_id]) for f in findings if f.rule_id in waived)
+    return ValidationReport(path=path, policy=policy, findings=_sorted(kept), error=error,
+                            model=_model_info(proto, size), suppressed=suppressed)
+
+
+def _sorted(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    return tuple(sorted(findings, key=lambda f: (f.rule_id, f.location.sort_key(), f.message)))
+
+
+def validate(model: str | Path | onnx.ModelProto | Any, policy: Policy | None = None, *,
+             name: str | None = None) -> ValidationReport:
+    """Validate a model file, an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
+
+    An unreadable file gives a report whose ``error`` says why (``exit_code`` 3);
+    it does not raise.
+    """
+    policy = policy or Policy()
+    select_rules(policy)  # bad rule ids are a usage error, raised before any work
+    if isinstance(model, (str, Path)):
+        try:
+            loaded = load_model_file(model)
+        except InputError as exc:
+            return ValidationReport(path=str(model), policy=policy, error=exc.message)
+        return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size)
+    if isinstance(model, onnx.ModelProto):
+        return validate_proto(model, name or "<memory>", policy)
+    import onnx_ir as ir
+
+    if isinstance(model, ir.Model):
+        return validate_proto(ir.serde.serialize_model(model), name or "<memory>", policy)
+    raise UsageError(f"validate() takes a path, an onnx.ModelProto or an onnx_ir.Model, not {type(model).__name__}")

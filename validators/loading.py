@@ -1,0 +1,90 @@
+"""Reading a model file safely: one clear line for every way it can be unreadable.
+
+We read the bytes ourselves instead of calling ``onnx.load``, because ``onnx.load``
+follows external-data references; a validator must never open a path named inside
+the file it is checking.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from portable.errors import InputError
+from portable.policy import GIB
+
+__all__ = ["PROTOBUF_LIMIT", "LoadedModel", "load_model_file", "parse_model_bytes"]
+
+# protobuf cannot parse (or serialize) a single message of 2 GiB or more.
+PROTOBUF_LIMIT = 2 * GIB
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    path: str
+    proto: onnx.ModelProto
+    size: int
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.2f} {unit}"
+    return f"{size} bytes"
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        raise InputError("no such file", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+
+
+def parse_model_bytes(data: bytes | memoryview, path: str) -> onnx.ModelProto:
+    """Parse serialized bytes into a ModelProto, or raise :class:`InputError`."""
+    if len(data) == 0:
+        raise InputError("empty file (0 bytes): not an ONNX model", path=path)
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except DecodeError as exc:
+        detail = str(exc) or "parse error"
+        raise InputError(
+            f"not a valid ONNX model: protobuf could not parse it ({detail}); "
+            "the file is truncated, corrupt or not a model",
+            path=path,
+        ) from None
+    except RecursionError:
+        raise InputError("not readable: the model is nested too deeply for protobuf to parse", path=path) from None
+    if proto.ir_version <= 0 or not proto.HasField("graph"):
+        raise InputError(
+            "parses as protobuf but is not an ONNX model (no ir_version or no graph): "
+            "truncated, or another kind of protobuf file",
+            path=path,
+        )
+    return proto
+
+
+def load_model_file(path: str | Path) -> LoadedModel:
+    """Read one ``.onnx`` file without following external data."""
+    path = Path(path)
+    info = _stat(path)
+    if path.is_dir():
+        raise InputError("is a directory, not a model file", path=str(path))
+    if info.st_size >= PROTOBUF_LIMIT:
+        raise InputError(
+            f"file is {_human(info.st_size)}: protobuf cannot parse a model of 2 GiB or more "
+            "(such models need external data, which the portability contract forbids)",
+            path=str(path),
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+    return LoadedModel(path=str(path), proto=parse_model_bytes(data, str(path)), size=len(data))
