@@ -26,6 +26,7 @@ class ValidationReport:
     error: str | None = None  # unreadable input: one line naming the problem
     model: dict[str, Any] = field(default_factory=dict)  # opset, producer, graph size
     suppressed: tuple[tuple[Finding, str], ...] = ()  # findings waived inline, with the reason
+    rules: tuple[str, ...] = ()  # ids of the rules that ran
 
     @property
     def counts(self) -> dict[str, int]:
@@ -54,6 +55,7 @@ class ValidationReport:
             "exit_code": int(self.exit_code),
             "error": self.error,
             "counts": self.counts,
+            "rules": list(self.rules),
             "model": dict(self.model),
             "findings": [f.to_dict() for f in self.findings],
             "suppressed": [{**f.to_dict(), "reason": why} for f, why in self.suppressed],

@@ -91,7 +91,8 @@ def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int 
     kept = tuple(f for f in findings if f.rule_id not in waived)
     suppressed = tuple((f, waived[f.rule_id]) for f in findings if f.rule_id in waived)
     return ValidationReport(path=path, policy=policy, findings=_sorted(kept), error=error,
-                            model=_model_info(proto, size), suppressed=suppressed)
+                            model=_model_info(proto, size), suppressed=suppressed,
+                            rules=tuple(r.id for r in rules))
 
 
 def _sorted(findings: Iterable[Finding]) -> tuple[Finding, ...]:
@@ -111,7 +112,8 @@ def validate(model: str | Path | onnx.ModelProto | Any, policy: Policy | None = 
         try:
             loaded = load_model_file(model)
         except InputError as exc:
-            return ValidationReport(path=str(model), policy=policy, error=exc.message)
+            return ValidationReport(path=str(model), policy=policy, error=exc.message,
+                                    rules=tuple(r.id for r in select_rules(policy)))
         return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size)
     if isinstance(model, onnx.ModelProto):
         return validate_proto(model, name or "<memory>", policy)

@@ -52,4 +52,5 @@ class Rule:
 
     @classmethod
     def summary(cls) -> str:
-        return cls.doc().splitlines()[0] if cls.__doc__ else cls.name
+        first = cls.doc().split("\n\n")[0] if cls.__doc__ else cls.name
+        return " ".join(first.split())

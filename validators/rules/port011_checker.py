@@ -9,6 +9,7 @@ import onnx
 from portable.findings import Finding, Severity
 from portable.validators.context import ModelContext
 from portable.validators.rules.base import Rule
+from portable.validators.rules.port010_self_contained import external_tensors
 
 __all__ = ["OnnxChecker"]
 
@@ -36,11 +37,31 @@ class OnnxChecker(Rule):
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         try:
-            onnx.checker.check_model(ctx.proto, full_check=True)
+            onnx.checker.check_model(_without_external_data(ctx), full_check=True)
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             yield self.finding(error=_first_lines(str(exc)))
         except ValueError as exc:  # e.g. a model over protobuf's 2 GiB limit
             yield self.finding(error=_first_lines(str(exc)))
+
+
+def _without_external_data(ctx: ModelContext) -> onnx.ModelProto:
+    """The checker stats external-data paths (relative to the working directory). We never
+    let it: external initializers become graph inputs of the same type and shape in a copy.
+    PORT010 reports them."""
+    names = {name for _, name, _ in external_tensors(ctx)}
+    if not names:
+        return ctx.proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(ctx.proto)
+    graph = copy.graph
+    kept = [t for t in graph.initializer if t.name not in names]
+    moved = [t for t in graph.initializer if t.name in names]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    inputs = {v.name for v in graph.input}
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in moved if t.name not in inputs)
+    return copy
 
 
 def _first_lines(text: str, limit: int = 400) -> str:

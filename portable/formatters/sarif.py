@@ -1,0 +1,83 @@
+"""SARIF 2.1.0 for code scanning: rule metadata, the model as an artifact, the node as a
+logical location, and the Python source line as the physical location when known."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from portable._version import __version__
+from portable.findings import Finding, Severity
+from portable.formatters.base import Formatter
+from portable.report import ValidationReport
+from portable.validators.rules import ALL_RULES
+
+__all__ = ["SARIF_SCHEMA", "SarifFormatter"]
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+_INFO_URI = "https://github.com/portable-onnx/portable"
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [
+        {
+            "id": rule.id,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary()},
+            "fullDescription": {"text": rule.doc()},
+            "help": {"text": rule.doc(), "markdown": rule.doc()},
+            "defaultConfiguration": {"level": _LEVEL[rule.severity], "enabled": not rule.opt_in},
+            "properties": {"tags": ["portability", "onnx"]},
+        }
+        for rule in ALL_RULES
+    ]
+
+
+def _location(finding: Finding, artifact: int, path: str) -> dict[str, Any]:
+    loc = finding.location
+    logical = {
+        "name": loc.node or loc.value or loc.graph,
+        "fullyQualifiedName": "/".join(p for p in (loc.graph, loc.node or loc.value) if p),
+        "kind": "function" if loc.node else "variable" if loc.value else "module",
+    }
+    if loc.source is not None:
+        physical = {"artifactLocation": {"uri": loc.source.file}, "region": {"startLine": loc.source.line}}
+    else:
+        physical = {"artifactLocation": {"uri": path, "index": artifact}}
+    return {"physicalLocation": physical, "logicalLocations": [logical]}
+
+
+class SarifFormatter(Formatter):
+    name = "sarif"
+
+    def render(self, reports: Sequence[ValidationReport]) -> str:
+        return json.dumps(self.to_dict(reports), indent=2) + "\n"
+
+    def to_dict(self, reports: Sequence[ValidationReport]) -> dict[str, Any]:
+        index = {r.id: i for i, r in enumerate(ALL_RULES)}
+        results, notes = [], []
+        for artifact, report in enumerate(reports):
+            if report.error is not None:
+                notes.append({"level": "error", "message": {"text": f"{report.path}: {report.error}"},
+                              "locations": [{"physicalLocation": {"artifactLocation": {"uri": report.path, "index": artifact}}}]})
+            for finding in report.findings:
+                result = {
+                    "ruleId": finding.rule_id,
+                    "ruleIndex": index[finding.rule_id],
+                    "level": _LEVEL[finding.severity],
+                    "message": {"text": f"{finding.message} (fix: {finding.hint})"},
+                    "locations": [_location(finding, artifact, report.path)],
+                }
+                if finding.location.source is not None:
+                    result["relatedLocations"] = [{"id": 1, "message": {"text": "ONNX model"},
+                                                   "physicalLocation": {"artifactLocation": {"uri": report.path, "index": artifact}}}]
+                results.append(result)
+        run = {
+            "tool": {"driver": {"name": "portable", "version": __version__, "informationUri": _INFO_URI, "rules": _rules()}},
+            "artifacts": [{"location": {"uri": r.path}} for r in reports],
+            "invocations": [{"executionSuccessful": not notes, "toolExecutionNotifications": notes}],
+            "results": results,
+        }
+        return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}

@@ -1,0 +1,107 @@
+"""Golden files for all five formats, plus structural checks (XML parses, SARIF required fields).
+
+Regenerate the golden files after an intended change with ``PORTABLE_UPDATE_GOLDEN=1 make test``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from support import rule_fixtures
+
+from portable.formatters import FORMATS, get_formatter
+from portable.policy import Policy
+from portable.validators import validate
+from portable.report import ValidationReport
+
+GOLDEN = Path(__file__).parent / "golden"
+SUFFIX = {"text": "txt", "json": "json", "junit": "xml", "sarif": "sarif", "github": "txt"}
+
+
+def _with_source(model):
+    node = next(n for n in model.graph.node if n.op_type == "If")
+    for key, value in (
+        ("pkg.torch.onnx.stack_trace", 'File "models/branchy.py", line 12, in forward\n    return torch.cond(...)'),
+        ("pkg.torch.onnx.name_scopes", "['', 'block', 'cond']"),
+    ):
+        prop = node.metadata_props.add()
+        prop.key, prop.value = key, value
+    return model
+
+
+@pytest.fixture(scope="module")
+def reports() -> list[ValidationReport]:
+    policy = Policy()
+    return [
+        validate(rule_fixtures.load("PORT004", "good"), policy, name="models/good.onnx"),
+        validate(_with_source(rule_fixtures.load("PORT004", "bad")), policy, name="models/branchy.onnx"),
+        validate(rule_fixtures.load("PORT013", "bad"), policy, name="models/doubles.onnx"),
+        ValidationReport(path="models/empty.onnx", policy=policy, error="empty file (0 bytes): not an ONNX model",
+                         rules=("PORT001",)),
+    ]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_golden(fmt, reports):
+    text = get_formatter(fmt).render(reports)
+    golden = GOLDEN / f"report.{fmt}.{SUFFIX[fmt]}"
+    if os.environ.get("PORTABLE_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_text_colour_only_when_asked(reports):
+    assert "\x1b[" not in get_formatter("text").render(reports)
+    assert "\x1b[" in get_formatter("text", color=True).render(reports)
+
+
+def test_junit_is_xml_with_one_case_per_rule(reports):
+    root = ET.fromstring(get_formatter("junit").render(reports))
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [r.path for r in reports]
+    branchy = suites[1]
+    assert len(branchy.findall("testcase")) == len(reports[1].rules)
+    failed = [c.get("name") for c in branchy.findall("testcase") if c.find("failure") is not None]
+    assert failed == ["PORT004 no-control-flow"]
+    assert suites[3].find("testcase/error") is not None
+    assert root.get("failures") == "1" and root.get("errors") == "1"
+
+
+def test_sarif_required_fields(reports):
+    data = json.loads(get_formatter("sarif").render(reports))
+    assert data["version"] == "2.1.0" and "$schema" in data
+    run = data["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert run["tool"]["driver"]["name"] == "portable"
+    for result in run["results"]:
+        assert rule_ids[result["ruleIndex"]] == result["ruleId"]
+        assert result["level"] in ("error", "warning", "note")
+        assert result["message"]["text"]
+        assert result["locations"][0]["logicalLocations"][0]["name"]
+    located = [r for r in run["results"] if r["ruleId"] == "PORT004"]
+    physical = located[0]["locations"][0]["physicalLocation"]
+    assert physical == {"artifactLocation": {"uri": "models/branchy.py"}, "region": {"startLine": 12}}
+    assert located[0]["relatedLocations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/branchy.onnx"
+    assert run["invocations"][0]["executionSuccessful"] is False  # the unreadable model
+
+
+def test_github_points_at_the_python_line(reports):
+    lines = get_formatter("github").render(reports).splitlines()
+    assert lines[0].startswith("::error file=models/branchy.py,line=12,title=PORT004 no-control-flow::")
+    assert any(line.startswith("::warning file=models/doubles.onnx,") for line in lines)
+    assert any(line.startswith("::error file=models/empty.onnx,title=unreadable model::") for line in lines)
+
+
+def test_json_schema(reports):
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parents[2] / "portable" / "schemas" / "report.schema.json").read_text())
+    data = json.loads(get_formatter("json").render(reports))
+    jsonschema.validate(data, schema)
+    assert data["summary"] == {"models": 4, "passed": 2, "failed": 1, "unreadable": 1,
+                               "errors": 1, "warnings": 2, "info": 0}
+    assert data["exit_code"] == 3

@@ -1,0 +1,54 @@
+"""PORT007/PORT009 decide by fixing the batch: batch-only computations are info, others errors."""
+
+from __future__ import annotations
+
+import onnx
+from support import rule_fixtures
+
+from portable.findings import Severity
+from portable.policy import Policy
+from portable.validators import validate
+
+
+def _fix_batch(model: onnx.ModelProto, value: int) -> onnx.ModelProto:
+    for vi in (*model.graph.input, *model.graph.output):
+        dim = vi.type.tensor_type.shape.dim[0]
+        dim.Clear()
+        dim.dim_value = value
+    return model
+
+
+def test_batch_only_expand_is_info_with_dynamic_batch():
+    report = validate(rule_fixtures.load("PORT007", "batch_only"), Policy(select=("PORT007",)))
+    assert [(f.rule_id, f.severity, f.location.node) for f in report.findings] == [
+        ("PORT007", Severity.INFO, "Expand_3")
+    ]
+    assert report.ok
+
+
+def test_batch_only_expand_is_an_error_with_fixed_batch():
+    model = _fix_batch(rule_fixtures.load("PORT007", "batch_only"), 2)
+    report = validate(model, Policy(select=("PORT007",)))
+    (finding,) = report.findings
+    assert finding.severity == Severity.ERROR
+    assert "folds to a constant" in finding.message
+    assert report.exit_code == 1
+
+
+def test_port009_names_the_first_node_and_counts_the_rest():
+    report = validate(rule_fixtures.load("PORT009", "bad"), Policy(select=("PORT009",)))
+    (finding,) = report.findings
+    assert finding.location.node == "Reshape_0"
+    assert "1 later value(s)" in finding.message
+
+
+def test_port009_reports_batch_expressions_as_static():
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4, 8] x) => (float[batch, 32] y) {
+      s = Constant <value = int64[2] {-1, 8}> ()
+      flat = Reshape(x, s)
+      back = Constant <value = int64[2] {-1, 32}> ()
+      y = Reshape(flat, back)
+    }""")
+    report = validate(model, Policy(select=("PORT009", "PORT007")))
+    assert report.findings == ()
