@@ -8,7 +8,7 @@ from pathlib import Path
 
 import onnx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 FIXTURES = ROOT / "fixtures"
 
 

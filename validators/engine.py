@@ -64,6 +64,7 @@ def _model_info(proto: onnx.ModelProto, size: int | None) -> dict[str, Any]:
         "nodes": len(proto.graph.node),
         "initializers": len(proto.graph.initializer),
         "size_bytes": size,
+        "fingerprint": next((p.value for p in proto.metadata_props if p.key == "portable.fingerprint"), None),
     }
 
 

@@ -1,4 +1,4 @@
-"""``portable validate``: check model files against the portability contract."""
+"""``portable validate``: check model files against the portability contract, for CI."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from collections.abc import Sequence
 
 import click
 
+from portable.baseline import Baseline, BaselineEntry
 from portable.cli.options import config_options, output_option, policy_from_options
 from portable.discovery import collect_models
 from portable.formatters import FORMATS, get_formatter
+from portable.formatters.text import TextFormatter
 from portable.io import atomic_write_text
+from portable.policy import Policy
 from portable.report import ValidationReport, worst_exit_code
 
-__all__ = ["emit", "validate", "validate_targets"]
+__all__ = ["emit", "validate"]
 
 
 def use_color(output: str | None) -> bool:
@@ -30,17 +33,35 @@ def emit(reports: Sequence[ValidationReport], fmt: str, output: str | None) -> N
         click.echo(text, nl=False)
 
 
-def validate_targets(paths: Sequence[str], policy) -> list[ValidationReport]:
-    from portable.validators import select_rules, validate as validate_model
+def _run(paths: Sequence[str], policy: Policy, jobs: int, stream: TextFormatter | None) -> list[ValidationReport]:
+    from portable.parallel import validate_many
 
-    rules = tuple(r.id for r in select_rules(policy))
     reports = []
-    for target in collect_models(paths):
-        if target.error is not None:
-            reports.append(ValidationReport(path=target.path, policy=policy, error=target.error, rules=rules))
-        else:
-            reports.append(validate_model(target.path, policy))
+    for report in validate_many(list(collect_models(paths)), policy, jobs):
+        reports.append(report)
+        if stream is not None:
+            click.echo(stream.render_report(report), nl=False)
     return reports
+
+
+def _parse_reports(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    parsed = []
+    for value in values:
+        fmt, sep, path = value.partition("=")
+        if not sep or fmt not in FORMATS or not path:
+            raise click.BadParameter(f"{value!r}: expected FORMAT=FILE with FORMAT one of {', '.join(FORMATS)}",
+                                     param_hint="--report")
+        parsed.append((fmt, path))
+    return tuple(parsed)
+
+
+def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
+    if stale:
+        click.echo(f"{len(stale)} baseline entr{'y' if len(stale) == 1 else 'ies'} no longer occur; "
+                   f"remove them from {baseline} (or rewrite it with --write-baseline):", err=True)
+    for e in stale:
+        where = ", ".join(x for x in (e.graph, e.node and f"node {e.node!r}", e.value and f"value {e.value!r}") if x)
+        click.echo(f"  stale: {e.model}: {e.rule} at {where}", err=True)
 
 
 @click.command()
@@ -50,14 +71,39 @@ def validate_targets(paths: Sequence[str], policy) -> list[ValidationReport]:
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="Report format.")
 @output_option
+@click.option("--report", "extra", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _parse_reports(v),
+              help="Also write the report in FORMAT to FILE (repeatable), e.g. sarif=portable.sarif.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes; results stay in input order.")
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+              help="Accept the findings recorded in this baseline file; fail only on new ones.")
+@click.option("--write-baseline", type=click.Path(dir_okay=False), default=None,
+              help="Record the current findings as the baseline and exit 0.")
 def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
-             strict: bool, ort: bool, fmt: str, output: str | None) -> None:
+             strict: bool, ort: bool, fmt: str, output: str | None, extra: tuple[tuple[str, str], ...], jobs: int,
+             baseline: str | None, write_baseline: str | None) -> None:
     """Validate ONNX models (files, or folders searched for *.onnx) against the contract.
 
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
     has, 3 when a model cannot be read.
     """
     policy = policy_from_options(config, select, ignore, strict, ort)
-    reports = validate_targets(paths, policy)
-    emit(reports, fmt, output)
+    accepted = Baseline.read(baseline) if baseline else None
+    streaming = fmt == "text" and output is None and accepted is None and not write_baseline
+    stream = TextFormatter(color=use_color(output)) if streaming else None
+    reports = _run(paths, policy, jobs, stream)
+    if write_baseline:
+        Baseline.from_reports(reports).write(write_baseline)
+        click.echo(f"wrote {write_baseline}: {sum(len(r.findings) for r in reports)} finding(s) accepted", err=True)
+        raise click.exceptions.Exit(3 if any(r.error for r in reports) else 0)
+    stale: list[BaselineEntry] = []
+    if accepted is not None:
+        reports, stale = accepted.apply(reports)
+    if stream is not None:
+        click.echo(stream.render_summary(reports), nl=False)
+    else:
+        emit(reports, fmt, output)
+    for extra_fmt, path in extra:
+        emit(reports, extra_fmt, path)
+    _show_stale(stale, baseline or "")
     raise click.exceptions.Exit(int(worst_exit_code(reports)))

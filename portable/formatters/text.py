@@ -28,10 +28,16 @@ class TextFormatter(Formatter):
         self.color = color
 
     def render(self, reports: Sequence[ValidationReport]) -> str:
-        lines: list[Text] = []
-        for report in reports:
-            lines.extend(self._report(report))
-        lines.append(self._summary(reports))
+        return "".join(self.render_report(r) for r in reports) + self.render_summary(reports)
+
+    def render_report(self, report: ValidationReport) -> str:
+        """One model's part, for streaming results as they come."""
+        return self._print(self._report(report))
+
+    def render_summary(self, reports: Sequence[ValidationReport]) -> str:
+        return self._print([self._summary(reports)])
+
+    def _print(self, lines: list[Text]) -> str:
         buffer = io.StringIO()
         console = Console(file=buffer, force_terminal=self.color, no_color=not self.color,
                           width=10_000, highlight=False, emoji=False, soft_wrap=True)

@@ -1,0 +1,56 @@
+"""Validating many models: in worker processes, results in input order.
+
+A model that kills its worker (a crash in a native library, an injected fault) is
+reported as unreadable (exit 3) and the others are still validated: when the pool
+breaks, the unfinished models are re-run one process each, so the culprit is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from portable.discovery import Target
+from portable.policy import Policy
+from portable.report import ValidationReport
+
+__all__ = ["validate_many"]
+
+
+def _one(target: Target, policy: Policy, rules: tuple[str, ...]) -> ValidationReport:
+    if target.error is not None:
+        return ValidationReport(path=target.path, policy=policy, error=target.error, rules=rules)
+    from portable.validators import validate
+
+    return validate(target.path, policy)
+
+
+def _isolated(target: Target, policy: Policy, rules: tuple[str, ...]) -> ValidationReport:
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        try:
+            return pool.submit(_one, target, policy, rules).result()
+        except BrokenProcessPool:
+            return ValidationReport(path=target.path, policy=policy, rules=rules,
+                                    error="the validator's worker process died on this model (crash in a native library?)")
+
+
+def validate_many(targets: Sequence[Target], policy: Policy, jobs: int = 1) -> Iterator[ValidationReport]:
+    """Yield one report per target, in input order, using ``jobs`` processes."""
+    from portable.validators import select_rules
+
+    rules = tuple(r.id for r in select_rules(policy))
+    if jobs <= 1 or len(targets) <= 1:
+        for target in targets:
+            yield _one(target, policy, rules)
+        return
+    done = 0
+    chunk = max(1, min(16, len(targets) // (jobs * 4)))
+    try:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for report in pool.map(_one, targets, [policy] * len(targets), [rules] * len(targets), chunksize=chunk):
+                done += 1
+                yield report
+    except BrokenProcessPool:
+        for target in targets[done:]:
+            yield _isolated(target, policy, rules)
