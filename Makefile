@@ -28,5 +28,9 @@ bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) bench/run.py
 
+# Mutation fuzzing of the validator: 1,500 cases per strategy, counts in bench/results/fuzz.json.
+fuzz: $(STAMP)
+	PORTABLE_FUZZ_EXAMPLES=1500 $(PY) -m pytest -q -s -p no:logging tests/hardening/test_fuzz.py
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info out

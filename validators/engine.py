@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from portable.errors import InputError, UsageError
 from portable.findings import Finding
@@ -76,9 +78,39 @@ def _run(rule: Rule, ctx: ModelContext) -> list[Finding]:
     ]
 
 
+def _repeated(field: FieldDescriptor) -> bool:
+    # protobuf 6+ has is_repeated (and 7 dropped label); older releases only label
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _bad_string(proto: onnx.ModelProto) -> str | None:
+    """The first string field that is not UTF-8, if any. protobuf then hands Python ``bytes``
+    where every rule expects ``str``; such a file is not valid ONNX. Walks every message
+    (iteratively: nesting depth cannot overflow); tensor payloads are ``bytes`` fields, not
+    strings, and are skipped without being read."""
+    string = FieldDescriptor.TYPE_STRING
+    stack: list[tuple[Message, str]] = [(proto, "model")]
+    while stack:
+        message, where = stack.pop()
+        for field, value in message.ListFields():
+            if field.type == string:
+                items = value if _repeated(field) else [value]
+                if any(isinstance(v, bytes) for v in items):
+                    return f"{where}.{field.name}"
+            elif field.type == FieldDescriptor.TYPE_MESSAGE:
+                items = value if _repeated(field) else [value]
+                stack.extend((v, f"{where}.{field.name}") for v in items)
+    return None
+
+
 def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> ValidationReport:
     """Validate a parsed model. A rule that crashes makes the report an internal error (exit 3)."""
     rules = select_rules(policy)
+    bad = _bad_string(proto)
+    if bad is not None:
+        return ValidationReport(path=path, policy=policy, rules=tuple(r.id for r in rules),
+                                error=f"not a valid ONNX model: {bad} is not UTF-8 text (a corrupt file)")
     ctx = ModelContext(proto, path, policy, size)
     findings: list[Finding] = []
     error = None
@@ -86,7 +118,8 @@ def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int 
         try:
             findings.extend(_run(rule, ctx))
         except (RecursionError, MemoryError, Exception) as exc:  # noqa: BLE001
-            error = f"internal error in rule {rule.id} ({rule.name}): {type(exc).__name__}: {exc}"[:500]
+            detail = " ".join(str(exc).split())
+            error = f"internal error in rule {rule.id} ({rule.name}): {type(exc).__name__}: {detail}"[:500]
             break
     waived = _inline_ignores(proto)
     kept = tuple(f for f in findings if f.rule_id not in waived)

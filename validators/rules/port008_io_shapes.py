@@ -12,6 +12,8 @@ from portable.validators.rules.base import Rule
 
 __all__ = ["StaticIOShapes"]
 
+INT32_MAX = 2**31 - 1  # many accelerator runtimes index tensors with int32
+
 
 def _dim_text(dim: onnx.TensorShapeProto.Dimension) -> str:
     if dim.HasField("dim_value"):
@@ -83,3 +85,6 @@ class StaticIOShapes(Rule):
                                problem=f"has dynamic dim(s) {which} in {shape}; only dim 0 may be dynamic")
         if any(d.HasField("dim_value") and d.dim_value < 0 for d in dims):
             yield self.finding(loc, role=role, value=value.name, problem=f"has a negative dim in {shape}")
+        if any(d.HasField("dim_value") and d.dim_value > INT32_MAX for d in dims):
+            yield self.finding(loc, role=role, value=value.name,
+                               problem=f"has a dim over 2**31-1 in {shape}; no runtime can allocate it")
