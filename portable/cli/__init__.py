@@ -32,7 +32,6 @@ COMMANDS: dict[str, str] = {
     "compare": "portable.cli.compare:compare",
     "matrix": "portable.cli.compare:matrix",
     "report": "portable.cli.compare:report",
-    "baseline": "portable.cli.baseline:baseline",
 }
 
 

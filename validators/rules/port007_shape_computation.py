@@ -24,7 +24,8 @@ class NoRuntimeShapeComputation(Rule):
     copy, and looking at what is left. With a dynamic batch, an input that folds to a
     constant at both values depends on nothing but the batch (e.g. expanding a class
     token to the batch): allowed, reported as *info*. Anything else is an error. With
-    a fixed batch nothing may remain: even a foldable computation is an error.
+    a fixed batch nothing may remain: even a foldable computation is an error. The
+    main graph is analysed (control-flow bodies are PORT004's).
 
     *Bad*: ``x.view(x.shape[0], x.shape[1] * 2, -1)`` exported without folding;
     ``torch.arange(n)`` with ``n`` computed from data.

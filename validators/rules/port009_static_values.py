@@ -45,7 +45,8 @@ class StaticIntermediateShapes(Rule):
     ONNX's symbolic inference alone would rename the batch after ``Reshape``
     (``unk__0``) and lose attention shapes; fixing the batch avoids both. Only the
     first node (in topological order) whose output loses a static dim is reported:
-    everything downstream follows from it.
+    everything downstream follows from it. Only the main graph is analysed: control-flow
+    bodies are already errors (PORT004), and their shapes depend on the branch taken.
 
     *Why*: an intermediate shape that does not resolve means the runtime must
     compute shapes while running, and compilers for fixed-shape hardware refuse.
