@@ -10,6 +10,7 @@ import onnx
 from portable.findings import Location
 from portable.policy import Policy
 from portable.validators.graphs import GraphScope, iter_scopes, location
+from portable.validators.lean import LeanModel, PayloadRef, lean_of
 
 __all__ = ["RANDOM_OPS", "ModelContext"]
 
@@ -22,10 +23,20 @@ class ModelContext:
     """One model plus the facts several rules need, each computed at most once."""
 
     def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
+        self.lean: LeanModel | None = lean_of(proto)
+        if self.lean is not None and _needs_every_weight(policy):
+            proto, self.lean = self.lean.full_proto(), None
         self.proto = proto
         self.path = path
         self.policy = policy
         self.size = size
+
+    def stripped(self, scope: GraphScope, index: int) -> PayloadRef | None:
+        """Where the payload of initializer ``index`` of ``scope`` lies in the file, when the
+        lean parse left it there (its ``raw_data`` is then absent from :attr:`proto`)."""
+        if self.lean is None or scope.path != "main" or scope.is_function:
+            return None
+        return self.lean.stripped.get(index)
 
     @cached_property
     def scopes(self) -> tuple[GraphScope, ...]:
@@ -84,3 +95,10 @@ class ModelContext:
         from portable.validators.shapes import ShapeAnalysis
 
         return ShapeAnalysis.of(self)
+
+
+def _needs_every_weight(policy: Policy) -> bool:
+    """PORT014 hands the whole serialized model to onnxruntime, which needs every weight."""
+    from portable.validators.engine import select_rules
+
+    return any(rule.id == "PORT014" for rule in select_rules(policy))

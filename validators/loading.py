@@ -3,11 +3,17 @@
 We read the bytes ourselves instead of calling ``onnx.load``, because ``onnx.load``
 follows external-data references; a validator must never open a path named inside
 the file it is checking.
+
+The file is memory-mapped and parsed lean (:mod:`portable.validators.lean`): large
+weight payloads stay in the file until a rule asks for them, so validating a 1 GB model
+does not hold it in memory twice. Whenever the lean scan does not understand a file, the
+whole file is parsed the ordinary way, so every unreadable file fails with the same line.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +22,7 @@ from google.protobuf.message import DecodeError
 
 from portable.errors import InputError
 from portable.policy import GIB
+from portable.validators.lean import Unscannable, parse_lean
 
 __all__ = ["PROTOBUF_LIMIT", "LoadedModel", "load_model_file", "parse_model_bytes"]
 
@@ -71,8 +78,12 @@ def parse_model_bytes(data: bytes | memoryview, path: str) -> onnx.ModelProto:
     return proto
 
 
-def load_model_file(path: str | Path) -> LoadedModel:
-    """Read one ``.onnx`` file without following external data."""
+def load_model_file(path: str | Path, *, lean: bool = True) -> LoadedModel:
+    """Read one ``.onnx`` file without following external data.
+
+    ``lean=False`` reads and parses the whole file in memory (the reference the lean
+    parse is tested against).
+    """
     path = Path(path)
     info = _stat(path)
     if path.is_dir():
@@ -83,8 +94,32 @@ def load_model_file(path: str | Path) -> LoadedModel:
             "(such models need external data, which the portability contract forbids)",
             path=str(path),
         )
+    if info.st_size == 0:  # also a device or a pipe: never opened, a read might not end
+        parse_model_bytes(b"", str(path))
+    if lean and stat.S_ISREG(info.st_mode):
+        proto = _parse_lean_or_none(path)
+        if proto is not None:
+            return LoadedModel(path=str(path), proto=proto, size=info.st_size)
+    data = _read(path, info.st_size)
+    return LoadedModel(path=str(path), proto=parse_model_bytes(data, str(path)), size=len(data))
+
+
+def _read(path: Path, size: int) -> bytes:
+    """At most ``size`` bytes (the size stat gave): a file that grows, or a device, cannot
+    make the read run on."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            return handle.read(size)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
-    return LoadedModel(path=str(path), proto=parse_model_bytes(data, str(path)), size=len(data))
+
+
+def _parse_lean_or_none(path: Path) -> onnx.ModelProto | None:
+    """The lean parse, or None when the full parse must decide (and word the error)."""
+    try:
+        proto = parse_lean(path).proto
+    except (Unscannable, DecodeError, RecursionError, OSError, ValueError):
+        return None
+    if proto.ir_version <= 0 or not proto.HasField("graph"):
+        return None
+    return proto

@@ -1,4 +1,14 @@
-"""PORT011 onnx-checker."""
+"""PORT011 onnx-checker.
+
+On a lean parse (see :mod:`portable.validators.lean`) the checker must not see a
+stripped tensor as it is (no ``raw_data``: "should contain one and only one value
+field"), nor get every weight back (that is the memory the lean parse saves). So a
+stripped initializer that the checker would provably accept, and whose values ONNX shape
+inference never reads, becomes a graph input of the same type and shape in the copy the
+checker gets: :func:`_movable` proves both from ``checker.cc``'s ``check_tensor`` and
+from the ops that call ``getInputData`` in ONNX's inference functions. Any other stripped
+initializer is read back whole from the file. The verdict is the one the full model gets.
+"""
 
 from __future__ import annotations
 
@@ -37,31 +47,99 @@ class OnnxChecker(Rule):
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         try:
-            onnx.checker.check_model(_without_external_data(ctx), full_check=True)
+            onnx.checker.check_model(_checker_model(ctx), full_check=True)
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             yield self.finding(error=_first_lines(str(exc)))
         except ValueError as exc:  # e.g. a model over protobuf's 2 GiB limit
             yield self.finding(error=_first_lines(str(exc)))
 
 
-def _without_external_data(ctx: ModelContext) -> onnx.ModelProto:
-    """The checker stats external-data paths (relative to the working directory). We never
-    let it: external initializers become graph inputs of the same type and shape in a copy.
-    PORT010 reports them."""
-    names = {name for _, name, _ in external_tensors(ctx)}
-    if not names:
+# Bytes per element of the byte-aligned types (checker.cc's check_tensor table). Sub-byte
+# and FLOAT6 types (padding rules), STRING and unknown types are never moved.
+_T = onnx.TensorProto
+_BYTES_PER_ELEMENT = {
+    **dict.fromkeys((_T.UINT8, _T.INT8, _T.BOOL, _T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2,
+                     _T.FLOAT8E5M2FNUZ, _T.FLOAT8E8M0), 1),
+    **dict.fromkeys((_T.UINT16, _T.INT16, _T.FLOAT16, _T.BFLOAT16), 2),
+    **dict.fromkeys((_T.FLOAT, _T.INT32, _T.UINT32), 4),
+    **dict.fromkeys((_T.DOUBLE, _T.INT64, _T.UINT64, _T.COMPLEX64), 8),
+    _T.COMPLEX128: 16,
+}
+_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+# Default-domain ops whose type and shape inference never calls getInputData (checked
+# against onnx/defs/*.cc, onnx 1.23): values they consume are read for their type only.
+_NO_DATA_READ = frozenset({
+    "Add", "And", "Attention", "BatchNormalization", "Cast", "Conv", "ConvInteger", "ConvTranspose",
+    "DequantizeLinear", "Div", "Einsum", "Equal", "GRU", "Gather", "GatherElements", "GatherND", "Gemm",
+    "Greater", "GroupNormalization", "Identity", "InstanceNormalization", "LSTM", "LayerNormalization",
+    "Less", "MatMul", "MatMulInteger", "Max", "Mean", "Min", "Mul", "Or", "PRelu", "Pow",
+    "QLinearConv", "QLinearMatMul", "QuantizeLinear", "RMSNormalization", "RNN", "Relu", "Sigmoid",
+    "Sub", "Sum", "Tanh", "Transpose", "Where",
+})
+
+
+def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
+    """The model the checker gets. The checker stats external-data paths (relative to the
+    working directory); we never let it: external initializers become graph inputs of the
+    same type and shape in a copy (PORT010 reports them). Stripped initializers of a lean
+    parse are moved the same way, or read back from the file (see the module docstring)."""
+    external = {name for _, name, _ in external_tensors(ctx)}
+    stripped = ctx.lean.stripped if ctx.lean is not None else {}
+    if not external and not stripped:
         return ctx.proto
     copy = onnx.ModelProto()
     copy.CopyFrom(ctx.proto)
     graph = copy.graph
-    kept = [t for t in graph.initializer if t.name not in names]
-    moved = [t for t in graph.initializer if t.name in names]
+    movable = _movable(ctx, external)
+    for index in sorted(set(stripped) - movable):
+        graph.initializer[index].CopyFrom(ctx.lean.tensor(stripped[index]))  # type: ignore[union-attr]
+    tensors = list(graph.initializer)
+    gone = [i in movable or t.name in external for i, t in enumerate(tensors)]
     del graph.initializer[:]
-    graph.initializer.extend(kept)
+    graph.initializer.extend(t for t, out in zip(tensors, gone) if not out)
     inputs = {v.name for v in graph.input}
     graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                       for t in moved if t.name not in inputs)
+                       for t, out in zip(tensors, gone) if out and t.name not in inputs)
     return copy
+
+
+def _movable(ctx: ModelContext, external: set[str]) -> set[int]:
+    """Stripped main-graph initializers that check_tensor accepts and inference never reads."""
+    if ctx.lean is None or ctx.proto.ir_version < 4:  # IR <= 3: initializers must be inputs
+        return set()
+    graph = ctx.proto.graph
+    names = [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]
+    taken = {v.name for v in (*graph.input, *graph.output, *graph.value_info)} | external
+    read = _data_read_names(ctx)
+    return {index for index, ref in ctx.lean.stripped.items()
+            if _passes_check_tensor(graph.initializer[index], ref.length)
+            and names.count(graph.initializer[index].name) == 1
+            and graph.initializer[index].name not in taken | read}
+
+
+def _passes_check_tensor(tensor: onnx.TensorProto, raw_length: int) -> bool:
+    """checker.cc's check_tensor, for a tensor whose raw_data (of ``raw_length`` bytes) was
+    stripped: True only when the full tensor certainly passes."""
+    size = _BYTES_PER_ELEMENT.get(tensor.data_type) if tensor.HasField("data_type") else None
+    if size is None or not tensor.HasField("name") or not tensor.name or raw_length == 0:
+        return False
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+        return False
+    if any(len(getattr(tensor, name)) for name in _TYPED_FIELDS) or any(d < 0 for d in tensor.dims):
+        return False
+    elements = 1
+    for d in tensor.dims:
+        elements *= d
+    return 0 < elements * size < 2**63 and raw_length >= elements * size
+
+
+def _data_read_names(ctx: ModelContext) -> set[str]:
+    """Names consumed, in any graph, by a node whose inference may read input values."""
+    names: set[str] = set()
+    for _, _, node in ctx.nodes():
+        if node.domain not in ("", "ai.onnx") or node.op_type not in _NO_DATA_READ:
+            names.update(node.input)
+    return names
 
 
 def _first_lines(text: str, limit: int = 400) -> str:

@@ -1,8 +1,13 @@
-"""PORT015 finite-weights."""
+"""PORT015 finite-weights.
+
+Weights are scanned in chunks straight from their bytes. A weight the lean parse left in
+the file (see :mod:`portable.validators.lean`) is read from the memory map, and each
+chunk's pages are released once scanned, so the scan never holds a whole weight.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -28,17 +33,40 @@ def _bfloat16():
     return ml_dtypes.bfloat16
 
 
-def count_non_finite(tensor: onnx.TensorProto) -> int:
-    """NaN/Inf count of a float tensor, scanning raw bytes in chunks (no full copy)."""
+def _dtype(tensor: onnx.TensorProto):
+    if tensor.data_type == onnx.TensorProto.BFLOAT16:
+        return _bfloat16()
+    return _FLOATS.get(tensor.data_type)
+
+
+def _exact(values: np.ndarray) -> np.ndarray:
+    """float16/bfloat16 widened to float32 (exact); float32 and float64 as they are: a cast
+    of float64 to float32 would turn a finite 1e300 into Inf."""
+    return values if values.dtype in (np.float32, np.float64) else values.astype(np.float32)
+
+
+def count_non_finite(tensor: onnx.TensorProto, raw: memoryview | None = None,
+                     release: Callable[[int, int], None] | None = None) -> int:
+    """NaN/Inf count of a float tensor, scanning raw bytes in chunks (no full copy).
+
+    ``raw`` is the tensor's ``raw_data`` when the tensor itself does not hold it (a lean
+    parse); ``release(start, end)`` is told each byte range of ``raw`` once it is scanned.
+    """
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return 0
-    dtype = _FLOATS.get(tensor.data_type) or (_bfloat16() if tensor.data_type == onnx.TensorProto.BFLOAT16 else None)
+    dtype = _dtype(tensor)
     if dtype is None:
         return 0
-    if not tensor.HasField("raw_data"):
-        return int((~np.isfinite(numpy_helper.to_array(tensor).astype(np.float32))).sum())
-    values = np.frombuffer(tensor.raw_data, dtype=dtype)
-    return sum(int((~np.isfinite(values[i:i + _CHUNK].astype(np.float32))).sum()) for i in range(0, values.size, _CHUNK))
+    if raw is None and not tensor.HasField("raw_data"):
+        return int((~np.isfinite(_exact(numpy_helper.to_array(tensor)))).sum())
+    values = np.frombuffer(tensor.raw_data if raw is None else raw, dtype=dtype)
+    count = 0
+    for i in range(0, values.size, _CHUNK):
+        chunk = _exact(values[i:i + _CHUNK])
+        count += chunk.size - int(np.count_nonzero(np.isfinite(chunk)))
+        if release is not None:
+            release(i * values.itemsize, min(i + _CHUNK, values.size) * values.itemsize)
+    return count
 
 
 class FiniteWeights(Rule):
@@ -63,8 +91,8 @@ class FiniteWeights(Rule):
         for scope in ctx.scopes:
             body = scope.body
             if isinstance(body, onnx.GraphProto):
-                for tensor in body.initializer:
-                    count = count_non_finite(tensor)
+                for i, tensor in enumerate(body.initializer):
+                    count = _count_initializer(ctx, scope, i, tensor)
                     if count:
                         yield self.finding(Location(graph=scope.path, value=tensor.name), name=tensor.name, count=count)
             for index, node in enumerate(body.node):
@@ -72,3 +100,15 @@ class FiniteWeights(Rule):
                     if attr.type == onnx.AttributeProto.TENSOR and (count := count_non_finite(attr.t)):
                         yield self.finding(ctx.location(scope, index, node, node.output[0] if node.output else None),
                                            name=attr.t.name or node.name, count=count)
+
+
+def _count_initializer(ctx: ModelContext, scope, index: int, tensor: onnx.TensorProto) -> int:
+    ref = ctx.stripped(scope, index)
+    if ref is None or ctx.lean is None:
+        return count_non_finite(tensor)
+    lean = ctx.lean
+    raw = lean.payload(ref)
+    try:
+        return count_non_finite(tensor, raw, lambda a, b: lean.release(ref.offset + a, ref.offset + b))
+    finally:
+        raw.release()

@@ -1,0 +1,280 @@
+"""Memory-lean parsing: the model's structure in memory, large weight payloads left in the file.
+
+Why a wire-format scan of our own: neither protobuf (upb), onnx nor onnx-ir can parse a
+message while skipping or deferring one field. upb's ``ParseFromString`` copies every
+``bytes`` field (and copies a ``memoryview`` argument whole first); protobuf's ``lazy``
+option applies to sub-messages in C++ only; ``onnx.load(load_external_data=False)`` and
+``onnx_ir`` (``ExternalTensor`` is lazy, inline tensors are not) are lazy for *external*
+data only. So this module scans the few levels of the wire format that lead to the
+weights (``ModelProto.graph`` -> ``GraphProto.initializer`` -> ``TensorProto.raw_data``),
+copies every other byte verbatim, re-encodes the two enclosing length prefixes, and lets
+protobuf parse the (small) result. Everything else, including every error, is protobuf's
+own: whenever the scan meets something it does not expect, the whole file is parsed the
+ordinary way instead, so an unreadable file fails exactly as before.
+
+What is stripped: the ``raw_data`` of a main-graph initializer of more than
+:data:`LEAN_MIN_ELEMENTS` elements (by its dims). That is the same limit below which the
+shape analysis (``shapes.skeleton``) and onnxscript's constant folder read a tensor's
+values, so no rule that reads small constants ever meets a stripped tensor. Rules that do
+need a stripped payload (PORT015's NaN scan, PORT011's checker, PORT014's session) get it
+from the memory-mapped file through :class:`LeanModel`. Not stripped (kept in memory as
+before): tensors in ``float_data``/``int64_data``... fields, ``Constant`` node attributes,
+subgraph and sparse initializers.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from portable.validators.shapes import SMALL_TENSOR
+
+__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean"]
+
+# Only tensors above this many elements are stripped (see the module docstring).
+LEAN_MIN_ELEMENTS = SMALL_TENSOR
+
+# Field numbers from onnx.proto (and wire types from the protobuf encoding spec).
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS, _TENSOR_RAW_DATA = 7, 5, 1, 9
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_INT64_MASK = (1 << 64) - 1
+_REGISTRY_SIZE = 32  # lean models remembered at once (see lean_of)
+
+
+class Unscannable(Exception):
+    """The scan met bytes it does not understand: fall back to a full parse."""
+
+
+@dataclass(frozen=True)
+class PayloadRef:
+    """Where a stripped tensor lives in the file: its ``raw_data`` payload and its whole message."""
+
+    offset: int
+    length: int
+    message: tuple[int, int]  # [start, end) of the TensorProto's bytes
+
+
+@dataclass
+class LeanModel:
+    """A parsed model whose large initializer payloads stayed in the (memory-mapped) file."""
+
+    proto: onnx.ModelProto
+    path: str
+    buffer: mmap.mmap
+    stripped: dict[int, PayloadRef] = field(default_factory=dict)  # main-graph initializer index -> ref
+
+    def payload(self, ref: PayloadRef) -> memoryview:
+        """The ``raw_data`` bytes, zero-copy. Pages are read as they are touched; see :meth:`release`."""
+        return memoryview(self.buffer)[ref.offset:ref.offset + ref.length]
+
+    def release(self, start: int, end: int) -> None:
+        """Drop pages of [start, end) from this process (they stay in the page cache), so a
+        scan over every weight never holds more than a chunk of them in resident memory."""
+        if not hasattr(mmap, "MADV_DONTNEED"):  # not every platform has it; then the kernel decides
+            return
+        page = mmap.PAGESIZE
+        first = -(-start // page) * page  # only whole pages inside the range
+        if end - first >= page:
+            self.buffer.madvise(mmap.MADV_DONTNEED, first, (end - first) // page * page)
+
+    def tensor(self, ref: PayloadRef) -> onnx.TensorProto:
+        """The full tensor, parsed from its own bytes: exactly what a full parse would hold."""
+        start, end = ref.message
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString(memoryview(self.buffer)[start:end])
+        self.release(start, end)
+        return tensor
+
+    def full_proto(self) -> onnx.ModelProto:
+        """The whole model, as a full parse gives it (for a rule that needs every weight)."""
+        full = onnx.ModelProto()
+        full.CopyFrom(self.proto)
+        for index, ref in self.stripped.items():
+            full.graph.initializer[index].CopyFrom(self.tensor(ref))
+        return full
+
+
+# Lean models by id(proto). upb messages take no attributes and no weak references, and the
+# engine hands rules only the proto; the entry holds the proto itself, so its id cannot be
+# reused while the entry lives. Bounded: the engine validates right after loading.
+_REGISTRY: OrderedDict[int, LeanModel] = OrderedDict()
+
+
+def lean_of(proto: onnx.ModelProto) -> LeanModel | None:
+    """The lean model behind ``proto``, if ``proto`` came from :func:`parse_lean`."""
+    lean = _REGISTRY.get(id(proto))
+    return lean if lean is not None and lean.proto is proto else None
+
+
+def _remember(lean: LeanModel) -> LeanModel:
+    _REGISTRY[id(lean.proto)] = lean
+    while len(_REGISTRY) > _REGISTRY_SIZE:
+        _REGISTRY.popitem(last=False)
+    return lean
+
+
+def parse_lean(path: str | Path) -> LeanModel:
+    """Map the file and parse it with large initializer payloads left in place.
+
+    Raises :class:`Unscannable` when the file is not laid out as the scan expects, or
+    ``DecodeError``/``RecursionError`` from protobuf: the caller then parses the whole file.
+    """
+    with open(path, "rb") as handle:
+        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        pieces, stripped = _scan_model(buffer)
+        with memoryview(buffer) as view:
+            lean_bytes = b"".join([view[p[0]:p[1]] if isinstance(p, tuple) else p for p in pieces])
+        proto = onnx.ModelProto()
+        proto.ParseFromString(lean_bytes)
+    except BaseException:
+        buffer.close()
+        raise
+    return _remember(LeanModel(proto=proto, path=str(path), buffer=buffer, stripped=stripped))
+
+
+# -- the wire-format scan ---------------------------------------------------------------------
+
+Piece = tuple[int, int] | bytes  # a byte range of the file, or new bytes (a length prefix)
+
+
+def _varint(buf: mmap.mmap, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise Unscannable("bad varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value & _INT64_MASK, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class _Field:
+    number: int
+    wire: int
+    start: int  # first byte of the tag
+    value: int  # first byte of the value (after the length prefix for LEN)
+    end: int    # one past the value
+    length_at: int = 0  # first byte of the length prefix (LEN only)
+
+
+def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[_Field]:
+    """Every field of the message in [start, end). Groups (never used by ONNX) are not handled."""
+    pos = start
+    while pos < end:
+        tag, after_tag = _varint(buf, pos, end)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise Unscannable("field number 0")
+        length_at = 0
+        if wire == _VARINT:
+            value, (_, stop) = after_tag, _varint(buf, after_tag, end)
+        elif wire == _LEN:
+            length_at = after_tag
+            length, value = _varint(buf, after_tag, end)
+            stop = value + length
+        elif wire in (_I64, _I32):
+            value, stop = after_tag, after_tag + (8 if wire == _I64 else 4)
+        else:
+            raise Unscannable(f"wire type {wire}")
+        if stop > end:
+            raise Unscannable("value past the end of the message")
+        yield _Field(number, wire, pos, value, stop, length_at)
+        pos = stop
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _dims(buf: mmap.mmap, f: _Field) -> list[int]:
+    """``TensorProto.dims`` values in one field occurrence (packed or not), as int64."""
+    if f.wire == _VARINT:
+        return [_signed(_varint(buf, f.value, f.end)[0])]
+    if f.wire != _LEN:
+        return []  # a wrong wire type: protobuf keeps it as an unknown field
+    out, pos = [], f.value
+    while pos < f.end:
+        value, pos = _varint(buf, pos, f.end)
+        out.append(_signed(value))
+    return out
+
+
+def _scan_tensor(buf: mmap.mmap, start: int, end: int) -> tuple[list[Piece], PayloadRef] | None:
+    """The tensor's bytes without ``raw_data`` and where that payload is, or None to keep it whole."""
+    elements, raw = 1, []
+    fields = list(_fields(buf, start, end))
+    for f in fields:
+        if f.number == _TENSOR_DIMS:
+            for d in _dims(buf, f):
+                elements *= d
+        elif f.number == _TENSOR_RAW_DATA and f.wire == _LEN:
+            raw.append(f)
+    if not raw or elements <= LEAN_MIN_ELEMENTS:
+        return None
+    last = raw[-1]  # protobuf keeps the last occurrence of a singular field
+    kept = [(f.start, f.end) for f in fields if not (f.number == _TENSOR_RAW_DATA and f.wire == _LEN)]
+    return kept, PayloadRef(offset=last.value, length=last.end - last.value, message=(start, end))
+
+
+def _body_size(body: list[Piece]) -> int:
+    return sum(p[1] - p[0] if isinstance(p, tuple) else len(p) for p in body)
+
+
+def _resized(f: _Field, body: list[Piece]) -> list[Piece]:
+    """The field re-encoded around a new body: its own tag bytes, a new length, the body."""
+    return [(f.start, f.length_at), _encode_varint(_body_size(body)), *body]
+
+
+class _ModelScan:
+    """One pass over ModelProto -> graph -> initializer, collecting the lean bytes as pieces."""
+
+    def __init__(self, buf: mmap.mmap) -> None:
+        self.buf = buf
+        self.stripped: dict[int, PayloadRef] = {}
+        self.initializers = 0  # index across every ``graph`` occurrence (protobuf merges them)
+
+    def model(self) -> list[Piece]:
+        pieces: list[Piece] = []
+        for f in _fields(self.buf, 0, len(self.buf)):
+            if f.number == _MODEL_GRAPH and f.wire == _LEN:
+                pieces += self.graph(f)
+            else:
+                pieces.append((f.start, f.end))
+        return pieces
+
+    def graph(self, f: _Field) -> list[Piece]:
+        body: list[Piece] = []
+        changed = False
+        for g in _fields(self.buf, f.value, f.end):
+            found = None
+            if g.number == _GRAPH_INITIALIZER and g.wire == _LEN:
+                found = _scan_tensor(self.buf, g.value, g.end)
+                if found is not None:
+                    self.stripped[self.initializers] = found[1]
+                self.initializers += 1
+            body += _resized(g, found[0]) if found else [(g.start, g.end)]
+            changed = changed or found is not None
+        return _resized(f, body) if changed else [(f.start, f.end)]
+
+
+def _scan_model(buf: mmap.mmap) -> tuple[list[Piece], dict[int, PayloadRef]]:
+    scan = _ModelScan(buf)
+    return scan.model(), scan.stripped
