@@ -11,6 +11,7 @@ from typing import Any
 from portable._version import __version__
 
 __all__ = [
+    "ExportFailed",
     "ExportResult",
     "Policy",
     "ValidationReport",
@@ -28,6 +29,7 @@ _LAZY = {
     "ValidationReport": "portable.report",
     "export": "portable.exporters",
     "ExportResult": "portable.exporters",
+    "ExportFailed": "portable.exporters",
     "compare": "portable.runners",
 }
 

@@ -6,6 +6,7 @@ code you trust. Weights load through safetensors or ``torch.load(weights_only=Tr
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -42,7 +43,7 @@ def _import_target(target: str, spec: str) -> tuple[Any, Path]:
         path = Path(target)
         if not path.is_file():
             raise InputError(f"no such file {target!r} (from SPEC {spec!r})")
-        name = f"portable_spec_{abs(hash(str(path.resolve())))}"
+        name = _module_name(path.resolve())
         loader_spec = importlib.util.spec_from_file_location(name, path)
         if loader_spec is None or loader_spec.loader is None:
             raise InputError(f"cannot import {target!r} (from SPEC {spec!r})")
@@ -58,6 +59,15 @@ def _import_target(target: str, spec: str) -> tuple[Any, Path]:
         raise InputError(f"importing {target!r} (SPEC {spec!r}) raised {type(exc).__name__}: {exc}") from None
     file = getattr(module, "__file__", None)
     return module, Path.cwd() if file is None else Path(file).resolve().parent
+
+
+def _module_name(path: Path) -> str:
+    """The file's stem, unless another module took it: stable across processes (no ``hash()``),
+    since exported graphs record class names such as ``cnn.SmallResNet``."""
+    taken = sys.modules.get(path.stem)
+    if path.stem.isidentifier() and (taken is None or getattr(taken, "__file__", None) == str(path)):
+        return path.stem
+    return f"portable_spec_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
 
 
 def _exec(fn: Any, spec: str) -> Any:

@@ -118,3 +118,6 @@ def test_rules_and_explain(run):
     assert doc.exit_code == 0 and "*Why*" in doc.output and "*Fix*" in doc.output
     assert run("explain", "no-control-flow").exit_code == 0
     assert run("explain", "PORT999").exit_code == 2
+    assert "PORT101" in listing.output
+    pre = run("explain", "PORT101")
+    assert pre.exit_code == 0 and "data-dependent-branch" in pre.output

@@ -1,0 +1,88 @@
+"""The export run, phase by phase: torch.export, translate, optimize, validate, verify, write."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from portable.exporters.api import ExportFailed, ExportResult, _Job, capture_or_fail, specialized_inputs
+from portable.exporters.fingerprint import fingerprint
+from portable.exporters.manifest import build_manifest, stamp
+from portable.exporters.passes import portable_passes
+from portable.exporters.progress import Phases
+from portable.exporters.quiet import quiet_torch
+from portable.exporters.verify import Parity, verify_parity
+from portable.exporters.writer import check_size, check_target, write_atomic, write_json
+from portable.report import ValidationReport
+
+if TYPE_CHECKING:
+    import onnx
+    import onnx_ir as ir
+
+__all__ = ["run", "translate"]
+
+
+def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
+    check_target(job.path, force)
+    with phases.phase("torch.export"), quiet_torch():
+        captured = capture_or_fail(job)
+    with phases.phase("translate"), quiet_torch():
+        model = translate(captured.program, job)
+    with phases.phase("optimize"):
+        portable_passes(captured.batch_symbol, job.root)(model)
+        specialized_inputs(model, job)
+    with phases.phase("validate"):
+        proto, print_ = _serialize(model, job)
+        data = proto.SerializeToString(deterministic=True)
+        report = _validate(proto, job, len(data))
+    parity = None
+    if verify:
+        with phases.phase("verify"):
+            parity = _verify(job, data, report)
+    with phases.phase("write"):
+        write_atomic(job.path, data, force)
+    manifest = build_manifest(proto, file=job.path.name, fingerprint=print_, size=len(data), precision=job.precision,
+                              batch=job.batch, policy=job.policy, report=report.to_dict(),
+                              parity=parity.to_dict() if parity else None, timings=phases.timings, spec=job.spec)
+    write_json(job.path.with_name(job.path.name + ".json"), manifest)
+    return ExportResult(job.path, print_, report, dict(phases.timings), parity, manifest)
+
+
+def translate(program: Any, job: _Job) -> ir.Model:
+    """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows)."""
+    import torch
+
+    onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
+                                     external_data=False, optimize=False, verbose=False,
+                                     input_names=list(job.names) if job.names else None)
+    return onnx_program.model
+
+
+def _serialize(model: ir.Model, job: _Job) -> tuple[onnx.ModelProto, str]:
+    """Refuse oversized weights, then build the proto with portable's metadata and fingerprint."""
+    import onnx_ir as ir
+
+    check_size(model, job.policy.max_size_bytes)
+    proto = ir.to_proto(model)
+    stamp(proto, job.policy, job.precision, job.batch)
+    print_ = fingerprint(proto)
+    proto.metadata_props.add(key="portable.fingerprint", value=print_)
+    return proto, print_
+
+
+def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> ValidationReport:
+    from portable.validators import validate_proto
+
+    report = validate_proto(proto, str(job.path), job.policy, size=size)
+    if not report.ok:
+        failing = report.failing()
+        first = failing[0].message if failing else (report.error or "validation failed")
+        raise ExportFailed(f"{len(failing)} error finding(s), first: {first}", report)
+    return report
+
+
+def _verify(job: _Job, data: bytes, report: ValidationReport) -> Parity:
+    batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
+    parity = verify_parity(job.module, job.args, data, batches, job.precision)
+    if not parity.ok:
+        raise ExportFailed(f"parity check failed: {parity.message}", report, parity)
+    return parity

@@ -1,0 +1,5 @@
+"""python -m portable"""
+
+from portable.cli import main
+
+main()

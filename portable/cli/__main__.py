@@ -1,0 +1,5 @@
+"""python -m portable.cli"""
+
+from portable.cli import main
+
+main()

@@ -1,0 +1,99 @@
+"""``portable export`` and ``portable precheck``. torch is imported inside the commands only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from portable.cli.options import config_options, policy_from_options, quiet_option
+
+__all__ = ["export", "precheck"]
+
+_FORMATS = ("text", "json", "junit", "sarif", "github")
+
+input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
+                            help="A model input (repeat in forward's order). Default: the SPEC's example inputs.")
+batch_option = click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
+                            help="dynamic: dim 0 of every input and output is the symbol 'batch'; N: fully static.")
+format_option = click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
+                             help="How to print the result or the findings.")
+
+
+def _render(report: Any, fmt: str) -> str:
+    """The report through portable's formatters when present, else one line per finding."""
+    try:
+        from portable.formatters import get_formatter
+    except ImportError:
+        get_formatter = None
+    if get_formatter is not None:
+        return get_formatter(fmt).render([report])
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2)
+    lines = [f"{f.location.source or report.path}: {f.severity.value} {f.rule_id} {f.rule_name}: {f.message}"
+             f" (fix: {f.hint})" for f in report.findings]
+    return "\n".join(lines + [f"{report.path}: {report.counts['error']} error(s), {report.counts['warning']} warning(s)"])
+
+
+@click.command()
+@click.argument("spec")
+@input_option
+@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False), help="The ONNX file to write.")
+@batch_option
+@click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True)
+@click.option("--weights", type=click.Path(dir_okay=False), default=None, help="State dict: .safetensors or .pt.")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Compare ONNX Runtime with eager PyTorch after export.")
+@format_option
+@config_options
+@quiet_option
+def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precision: str, weights: str | None,
+           force: bool, verify: bool, fmt: str, config: str | None, select: tuple[str, ...],
+           ignore: tuple[str, ...], strict: bool, quiet: bool) -> None:
+    """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file."""
+    from portable.exporters.api import ExportFailed
+    from portable.exporters.inputs import parse_batch, parse_input
+    from portable.exporters.progress import Phases
+    from portable.exporters.spec_export import export_spec
+
+    policy = policy_from_options(config, select, ignore, strict)
+    specs = [parse_input(i) for i in inputs]
+    try:
+        result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
+                             policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"))
+    except ExportFailed as exc:
+        click.echo(_render(exc.report, fmt))
+        click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
+        raise click.exceptions.Exit(int(exc.exit_code)) from None
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif not quiet:
+        counts = result.report.counts
+        click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
+                   f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+
+
+@click.command()
+@click.argument("spec")
+@input_option
+@batch_option
+@click.option("--weights", type=click.Path(dir_okay=False), default=None, help="State dict: .safetensors or .pt.")
+@click.option("--graph-breaks/--no-graph-breaks", default=True, show_default=True,
+              help="Also run torch._dynamo.explain for graph breaks (PORT102).")
+@format_option
+@config_options
+def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None, graph_breaks: bool, fmt: str,
+             config: str | None, select: tuple[str, ...], ignore: tuple[str, ...], strict: bool) -> None:
+    """Find data-dependent control flow and graph breaks in SPEC's Python code, before export."""
+    from portable.exporters.inputs import parse_batch
+    from portable.exporters.precheck import precheck as run_precheck
+    from portable.exporters.spec_export import load_for_export
+
+    policy = policy_from_options(config, select, ignore, strict)
+    module, args, names, root = load_for_export(spec, inputs, weights)
+    report = run_precheck(module, args, parse_batch(batch), root=root, names=names, policy=policy,
+                          graph_breaks=graph_breaks, path=spec)
+    click.echo(_render(report, fmt))
+    raise click.exceptions.Exit(int(report.exit_code))
