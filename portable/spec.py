@@ -10,6 +10,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,9 @@ def load_weights(module: Any, path: str | Path) -> None:
 
             state = load_file(str(path))
         else:
-            state = torch.load(str(path), map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch warns about pickle protocols before refusing
+                warnings.simplefilter("ignore")
+                state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable weights file
         raise InputError(f"cannot read weights: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                          path=str(path)) from None
