@@ -1,0 +1,76 @@
+"""SPEC targets and exports for the GPU evidence run (docs/gpu/README.md).
+
+Random initialisation only: nothing can be downloaded on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def resnet50() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """torchvision ResNet-50, random init (seed 0), 224x224."""
+    from torchvision.models import resnet50 as build
+
+    torch.manual_seed(0)
+    return build(weights=None).eval(), (torch.randn(2, 3, 224, 224),)
+
+
+class BertEncoder(nn.Module):
+    """BERT-base from its config (random init); input_ids -> last_hidden_state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import BertConfig, BertModel
+
+        config = BertConfig(attn_implementation="sdpa")
+        self.bert = BertModel(config, add_pooling_layer=False)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.bert(input_ids=input_ids).last_hidden_state
+
+
+def bert_base() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """BERT-base encoder, sequence 128, token ids in [0, 30522)."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 30522, (2, 128))
+    ids[0, 0], ids[1, 0] = 0, 30521  # the example spans the vocabulary: compare draws ids from its range
+    return BertEncoder().eval(), (ids,)
+
+
+def cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The tiny CNN of tests/runners."""
+    return _test_models().cnn()
+
+
+def encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The tiny transformer encoder of tests/runners (dynamic sequence axis: give --dim)."""
+    return _test_models().encoder()
+
+
+def _test_models():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "tests" / "runners" / "runner_models.py"
+    spec = importlib.util.spec_from_file_location("portable_gpu_runner_models", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def export(name: str, path: str) -> None:
+    """Export SPEC ``name`` with a dynamic batch axis (dynamo exporter, opset 18, one file)."""
+    module, example = globals()[name]()
+    shapes = tuple({0: torch.export.Dim("batch", min=1, max=1024)} for _ in example)
+    program = torch.onnx.export(module, example, dynamo=True, opset_version=18, external_data=False,
+                                dynamic_shapes=shapes, verbose=False)
+    program.save(path)
+    print(f"exported {name} -> {path} ({Path(path).stat().st_size / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    export(sys.argv[1], sys.argv[2])

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU evidence run, in stages that each fit one device call (< 10 minutes).
+#   bash docs/gpu/run_evidence.sh 1    # exports, ResNet-50 (default mode, TF32 check), fixtures, matrix, tests
+#   bash docs/gpu/run_evidence.sh 2    # BERT-base (default), ResNet-50 and BERT-base (max-autotune)
+#   bash docs/gpu/run_evidence.sh 3    # BERT-base, max-autotune, batch 1 only
+# Runs from the working tree without installing: a shim folder maps portable.runners etc.
+# to runners/ etc., as pyproject's package-dir does. Results: out/gpu/, and $OUT/evidence-STAGE.tar.gz.
+set -u
+STAGE=${1:?stage 1 or 2}
+ROOT=$PWD
+RES=$ROOT/out/gpu
+MODELS=$ROOT/out/models
+START=$(date +%s)
+DEADLINE=$((START + ${BUDGET_S:-550}))
+mkdir -p "$RES" "$MODELS" /tmp/shim
+rm -rf /tmp/shim/portable && cp -r portable /tmp/shim/
+for d in runners exporters validators; do ln -s "$ROOT/$d" "/tmp/shim/portable/$d"; done
+mkdir -p /tmp/shim/bin
+printf '#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, "/tmp/shim")\nfrom portable.cli import main\nmain()\n' \
+  >/tmp/shim/bin/portable
+chmod +x /tmp/shim/bin/portable
+# The checkout's own portable/ (without runners/) must not shadow the shim: never run Python with
+# the repository root first on sys.path (python3 -c, python3 -m from the root).
+export PATH=/tmp/shim/bin:$PATH PYTHONPATH=/tmp/shim PYTHONUNBUFFERED=1
+
+step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, unless too little time is left
+  local name=$1 limit=$2 left
+  shift 2
+  left=$((DEADLINE - $(date +%s)))
+  if [ "$left" -lt 30 ]; then echo "SKIP $name (${left}s left)" | tee -a "$RES/steps.txt"; return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "\$ $*" >>"$RES/commands-$STAGE.txt"
+  local t0=$(date +%s)
+  timeout "$limit" "$@" >"$RES/$name.out" 2>"$RES/$name.err"
+  echo "$name rc=$? ${limit}s-limit took $(($(date +%s) - t0))s" | tee -a "$RES/steps.txt"
+}
+
+export_model() {  # export_model NAME: once per machine
+  [ -f "$MODELS/$1.onnx" ] || step "export-$1" 150 python3 docs/gpu/models.py "$1" "$MODELS/$1.onnx"
+}
+
+cmp() {  # cmp NAME MODEL SPEC ARGS...: compare with JSON and a Markdown report
+  local name=$1 model=$2 spec=$3
+  shift 3
+  step "$name" 300 portable compare "$MODELS/$model.onnx" --reference "docs/gpu/models.py:$spec" \
+    --format json -o "$RES/$name.json" --report "$RES/$name.md" "$@"
+}
+
+if [ "$STAGE" = 1 ]; then
+  step env 60 bash -c 'nvidia-smi -L; nproc; python3 -c "import sys, torch, onnxruntime, onnx, transformers, torchvision; print(sys.version); print(torch.__version__, torch.version.cuda, onnxruntime.__version__, onnxruntime.get_available_providers(), onnx.__version__, transformers.__version__, torchvision.__version__)"'
+  for m in resnet50 cnn encoder bert_base; do export_model "$m"; done
+  cmp resnet50-default resnet50 resnet50 --batch 1,32 --compile-mode default
+  cmp resnet50-tf32 resnet50 resnet50 --batch 32 --tf32 --no-compile --no-latency
+  cmp cnn-default cnn cnn --batch 1,32 --compile-mode default
+  cmp encoder-default encoder encoder --batch 1,32 --compile-mode default
+  step matrix-resnet50 120 portable matrix "$MODELS/resnet50.onnx" --batch 1,32 --target h200 --format json \
+    -o "$RES/matrix-h200.json" --markdown "$RES/matrix-h200.md"
+  step pytest 200 bash -c "cd /tmp/shim && python3 -m pytest '$ROOT/tests/runners' -q -p no:cacheprovider \
+    --rootdir '$ROOT' -c '$ROOT/pyproject.toml'"
+elif [ "$STAGE" = smoke ]; then  # a CPU check of this script: bash docs/gpu/run_evidence.sh smoke
+  export_model cnn
+  cmp cnn-smoke cnn cnn --batch 1,4 --no-compile --device cpu --warmup-ms 10 --duration-ms 100
+elif [ "$STAGE" = 3 ]; then  # max-autotune for BERT-base at batch 1 alone (stage 2's runs outlived 300 s)
+  export_model bert_base
+  cmp bert-max-autotune-b1 bert_base bert_base --batch 1 --compile-mode max-autotune
+else
+  cmp bert-default bert_base bert_base --batch 1,32 --compile-mode default
+  cmp resnet50-max-autotune resnet50 resnet50 --batch 1,32 --compile-mode max-autotune
+  cmp bert-max-autotune bert_base bert_base --batch 1,32 --compile-mode max-autotune
+fi
+tar czf "${OUT:-/tmp}/evidence-$STAGE.tar.gz" -C "$ROOT/out" gpu

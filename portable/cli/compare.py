@@ -1,0 +1,225 @@
+"""``portable compare``, ``portable matrix`` and ``portable report merge``.
+
+torch and onnxruntime are imported inside the commands, never at import time, so
+``portable --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from portable.cli.options import output_option, quiet_option
+from portable.errors import UsageError
+
+__all__ = ["compare", "matrix", "report"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _batches(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        values = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise UsageError(f"--batch {text!r}: expected sizes like 1,8,32") from None
+    if not values or any(b < 1 for b in values):
+        raise UsageError(f"--batch {text!r}: sizes must be >= 1")
+    return values
+
+
+def _shared(fn: F) -> F:
+    """Options that ``compare`` and ``matrix`` share, defined once."""
+    for option in reversed((
+        click.option("--ep", "providers", default=None, metavar="EPS",
+                     help="Execution providers, comma-separated (cpu,cuda,tensorrt,...). Default: all available."),
+        click.option("--batch", "batch", default=None, metavar="SIZES", help="Batch sizes, e.g. 1,8,32."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic input axis."),
+        click.option("--int-range", default=None, metavar="LOW:HIGH",
+                     help="Range of random integer inputs (HIGH exclusive). Default: from the example inputs, else 0:10."),
+        click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs."),
+        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        output_option,
+        quiet_option,
+    )):
+        fn = option(fn)
+    return fn
+
+
+def _progress(quiet: bool) -> tuple[Callable[[str], None], Any]:
+    """A progress callback (a rich status line on stderr) and the status to stop."""
+    if quiet:
+        return (lambda _msg: None), None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return (lambda msg: click.echo(f"portable: {msg}", err=True)), None
+    status = console.status("starting")
+    status.start()
+    return (lambda msg: status.update(msg)), status
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+def _print_text(report: Any, output: str | None) -> None:
+    from rich.console import Console
+
+    from portable.runners.render import render_rich
+
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            render_rich(report, Console(file=handle, width=200, force_terminal=False))
+    else:
+        render_rich(report, Console(width=max(160, Console().width)))
+
+
+def _write_markdown(report: Any, path: str) -> None:
+    from portable.runners.plots import write_plots
+    from portable.runners.render import render_markdown
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_markdown(report, write_plots(report, target)), encoding="utf-8")
+
+
+def _timing(no_latency: bool, warmup_ms: float, iterations: int, duration_ms: float) -> Any:
+    from portable.runners.timing import TimingConfig
+
+    if no_latency:
+        return None
+    try:
+        return TimingConfig(warmup_seconds=warmup_ms / 1e3, min_iterations=iterations, min_seconds=duration_ms / 1e3)
+    except ValueError as exc:
+        raise UsageError(f"latency options: {exc}") from None
+
+
+def _load_reference(spec: str, weights: str | None) -> Any:
+    from portable.spec import load_spec, load_weights
+
+    loaded = load_spec(spec)
+    if weights:
+        load_weights(loaded.module, weights)
+    return loaded
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--reference", "reference", required=True, metavar="SPEC",
+              help="The PyTorch model: package.module:callable or path/to/file.py:callable.")
+@click.option("--weights", default=None, type=click.Path(dir_okay=False), help="State dict for the reference.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="PyTorch device. Default: cuda when available, else cpu.")
+@click.option("--compile-mode", type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
+              default="default", show_default=True, help="torch.compile mode (inductor).")
+@click.option("--no-compile", is_flag=True, help="Skip the torch.compile runner.")
+@click.option("--inputs", "inputs", default=None, type=click.Path(dir_okay=False),
+              help="Inputs from a .npz (keys: input names) instead of seeded random ones.")
+@click.option("--tf32", is_flag=True, help="Allow TF32 on the PyTorch side (wider float32 tolerances).")
+@click.option("--atol", multiple=True, metavar="[OUTPUT=]V", help="Absolute tolerance, for all or one output.")
+@click.option("--rtol", multiple=True, metavar="[OUTPUT=]V", help="Relative tolerance, for all or one output.")
+@click.option("--report", "report_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write a Markdown report with PNG plots next to it.")
+@click.option("--localize", is_flag=True, help="On a parity failure, find the first divergent ONNX node.")
+@click.option("--no-latency", is_flag=True, help="Parity only.")
+@click.option("--warmup-ms", default=200.0, show_default=True, type=float, help="Warm-up time per runner and batch.")
+@click.option("--iterations", default=10, show_default=True, type=int, help="Minimum timed iterations.")
+@click.option("--duration-ms", default=1000.0, show_default=True, type=float, help="Minimum timed duration.")
+@_shared
+def compare(model: str, reference: str, weights: str | None, device: str | None, compile_mode: str,
+            no_compile: bool, inputs: str | None, tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
+            report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, iterations: int,
+            duration_ms: float, providers: str | None, batch: str | None, dims: tuple[str, ...],
+            int_range: str | None, seed: int, fmt: str, output: str | None, quiet: bool) -> None:
+    """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
+
+    Exit 0 when every output of every pair is within tolerance, 1 on a parity failure
+    (or NaN/Inf on either side), 2 on bad options, 3 when something cannot run.
+    """
+    from portable.runners.api import compare as run_compare
+    from portable.runners.inputs import parse_dims, parse_int_range
+    from portable.runners.tolerances import parse_overrides
+
+    timing = _timing(no_latency, warmup_ms, iterations, duration_ms)
+    table = parse_overrides(atol, rtol, tf32=tf32)
+    loaded = _load_reference(reference, weights)
+    say, status = _progress(quiet)
+    try:
+        result = run_compare(model, loaded.module, example_inputs=loaded.example_inputs, device=device,
+                             compile_mode=None if no_compile else compile_mode, providers=providers,
+                             batches=_batches(batch), inputs=inputs, dims=parse_dims(dims),
+                             int_range=parse_int_range(int_range), seed=seed, tf32=tf32, tolerances=table,
+                             timing=timing, localize=localize, reference_name=reference, progress=say)
+    finally:
+        if status is not None:
+            status.stop()
+    if report_path:
+        _write_markdown(result, report_path)
+    if fmt == "json":
+        _emit(json.dumps(result.to_dict(), indent=2), output)
+    else:
+        _print_text(result, output)
+    if not result.passed:
+        raise click.exceptions.Exit(int(result.exit_code))
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--target", default=None, help="Name of this hardware target in merged tables. Default: GPU or CPU name.")
+@click.option("--markdown", "markdown_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write the matrix as Markdown.")
+@_shared
+def matrix(model: str, target: str | None, markdown_path: str | None, providers: str | None, batch: str | None,
+           dims: tuple[str, ...], int_range: str | None, seed: int, fmt: str, output: str | None,
+           quiet: bool) -> None:
+    """For each execution provider and batch size: does the session load, does a first run
+    succeed, parity against the CPU provider, and how many nodes fall back off the provider.
+
+    Exit 1 when a provider that is available fails to load, run or match the CPU provider.
+    """
+    from portable.runners.inputs import parse_dims, parse_int_range
+    from portable.runners.matrix import render_matrix_markdown, run_matrix
+
+    say, status = _progress(quiet)
+    try:
+        result = run_matrix(model, providers=providers, batches=_batches(batch), dims=parse_dims(dims),
+                            int_range=parse_int_range(int_range), seed=seed, target=target, progress=say)
+    finally:
+        if status is not None:
+            status.stop()
+    if markdown_path:
+        Path(markdown_path).write_text(render_matrix_markdown(result), encoding="utf-8")
+    _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
+    if not result.passed:
+        raise click.exceptions.Exit(1)
+
+
+@click.group()
+def report() -> None:
+    """Work with saved reports (JSON from compare --format json and matrix --format json)."""
+
+
+@report.command("merge")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@output_option
+def merge(reports: tuple[str, ...], output: str | None) -> None:
+    """Merge JSON reports made on different machines into one table (Markdown; JSON when
+    the output file ends in .json)."""
+    from portable.runners.merge import merge_reports, render_merged_markdown
+
+    merged = merge_reports([Path(p) for p in reports])
+    if output and output.endswith(".json"):
+        _emit(json.dumps(merged.to_dict(), indent=2), output)
+    else:
+        _emit(render_merged_markdown(merged), output)
+

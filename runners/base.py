@@ -1,0 +1,64 @@
+"""The runner interface: one class per backend with load / infer / unload.
+
+``infer`` takes host arrays and returns host arrays (the parity phase); ``prepare`` puts
+the inputs where the backend wants them once and returns a step that runs the model with
+them and nothing else (the latency phase); ``synchronize`` waits for the device.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Feeds", "Runner", "Step"]
+
+Feeds = Mapping[str, np.ndarray]
+Step = Callable[[], object]
+
+
+class Runner(ABC):
+    """A loaded backend that runs one model."""
+
+    name: str  # unique within a comparison: "ort-cpu", "eager", "compiled"
+    kind: str  # "onnxruntime" | "torch-eager" | "torch-compile"
+    device: str  # "cpu" | "cuda"
+
+    def __init__(self) -> None:
+        self.load_seconds: float | None = None  # session creation, module placement
+
+    @abstractmethod
+    def load(self) -> None:
+        """Create the session / place the module; sets ``load_seconds``."""
+
+    @abstractmethod
+    def infer(self, feeds: Feeds) -> list[np.ndarray]:
+        """Run once; outputs in the ONNX graph's output order, as host arrays."""
+
+    @abstractmethod
+    def prepare(self, feeds: Feeds) -> Step:
+        """Place the inputs once and return a step that only runs the model."""
+
+    def synchronize(self) -> None:
+        """Wait until work queued on the device is done (no-op on the host)."""
+
+    @property
+    def uses_cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def unload(self) -> None:
+        """Release the session / module."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "device": self.device, "load_seconds": self.load_seconds}
+
+    def __enter__(self) -> Runner:
+        self.load()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.unload()

@@ -1,0 +1,179 @@
+"""Per-output comparison of two runners' results: error statistics and a pass flag.
+
+Every statistic is computed in float64 over the elements that are finite on both sides;
+a non-finite value (NaN or Inf) on either side is a failure by itself, as is a shape
+mismatch. ``max_rel`` is ``|a - e| / |e|`` over elements with ``e != 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from portable.runners.tolerances import Tolerance, ToleranceTable
+
+__all__ = [
+    "HISTOGRAM_EDGES",
+    "ErrorStats",
+    "OutputComparison",
+    "PairComparison",
+    "compare_arrays",
+    "compare_outputs",
+]
+
+# log10 bin edges for the absolute-error histogram: [0 exactly] then decades 1e-12 .. 1e+3.
+HISTOGRAM_EDGES: tuple[int, ...] = tuple(range(-12, 4))
+
+
+def _clean(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """Error statistics of ``actual`` against ``expected`` for one output."""
+
+    elements: int
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    p99_abs: float
+    cosine: float
+    beyond: int  # elements outside atol + rtol * |expected|
+    nonfinite_actual: int
+    nonfinite_expected: int
+    histogram: tuple[int, ...]  # zero-error count, then one count per HISTOGRAM_EDGES decade
+    shape_mismatch: str | None = None
+
+    @property
+    def share_beyond(self) -> float:
+        return self.beyond / self.elements if self.elements else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return (self.shape_mismatch is None and self.beyond == 0
+                and self.nonfinite_actual == 0 and self.nonfinite_expected == 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "elements": self.elements,
+            "max_abs": _clean(self.max_abs),
+            "max_rel": _clean(self.max_rel),
+            "mean_abs": _clean(self.mean_abs),
+            "p99_abs": _clean(self.p99_abs),
+            "cosine": _clean(self.cosine),
+            "beyond": self.beyond,
+            "share_beyond": self.share_beyond,
+            "nonfinite_actual": self.nonfinite_actual,
+            "nonfinite_expected": self.nonfinite_expected,
+            "shape_mismatch": self.shape_mismatch,
+            "histogram": list(self.histogram),
+        }
+
+
+def _histogram(abs_err: np.ndarray) -> tuple[int, ...]:
+    zero = int(np.count_nonzero(abs_err == 0))
+    logs = np.log10(abs_err[abs_err > 0])
+    logs = np.clip(logs, HISTOGRAM_EDGES[0], HISTOGRAM_EDGES[-1] + 0.5)
+    counts, _ = np.histogram(logs, bins=[*HISTOGRAM_EDGES, HISTOGRAM_EDGES[-1] + 1])
+    return (zero, *(int(c) for c in counts))
+
+
+def _cosine(a: np.ndarray, e: np.ndarray) -> float:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(e))
+    if norm == 0.0:
+        return 1.0 if not a.any() and not e.any() else 0.0
+    return float(np.dot(a, e) / norm)
+
+
+def _mismatch(actual: np.ndarray, expected: np.ndarray, reason: str) -> ErrorStats:
+    nan = float("nan")
+    return ErrorStats(int(expected.size), nan, nan, nan, nan, nan, int(expected.size),
+                      0, 0, (0,) * (len(HISTOGRAM_EDGES) + 1), reason)
+
+
+def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> ErrorStats:
+    """Statistics of ``actual`` against ``expected`` (the reference)."""
+    if actual.shape != expected.shape:
+        return _mismatch(actual, expected, f"shape {list(actual.shape)} vs {list(expected.shape)}")
+    a = np.asarray(actual, dtype=np.float64).ravel()
+    e = np.asarray(expected, dtype=np.float64).ravel()
+    finite = np.isfinite(a) & np.isfinite(e)
+    af, ef = a[finite], e[finite]
+    abs_err = np.abs(af - ef)
+    nonzero = ef != 0
+    rel = abs_err[nonzero] / np.abs(ef[nonzero])
+    beyond = int(np.count_nonzero(abs_err > tolerance.atol + tolerance.rtol * np.abs(ef)))
+    empty = abs_err.size == 0
+    return ErrorStats(
+        elements=int(a.size),
+        max_abs=0.0 if empty else float(abs_err.max()),
+        max_rel=float(rel.max()) if rel.size else 0.0,
+        mean_abs=0.0 if empty else float(abs_err.mean()),
+        p99_abs=0.0 if empty else float(np.percentile(abs_err, 99)),
+        cosine=_cosine(af, ef),
+        beyond=beyond,
+        nonfinite_actual=int(np.count_nonzero(~np.isfinite(a))),
+        nonfinite_expected=int(np.count_nonzero(~np.isfinite(e))),
+        histogram=_histogram(abs_err),
+    )
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """One output of one pair of runners."""
+
+    output: str
+    dtype: str
+    tolerance: Tolerance
+    stats: ErrorStats
+
+    @property
+    def passed(self) -> bool:
+        return self.stats.passed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"output": self.output, "dtype": self.dtype, "passed": self.passed,
+                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict()}
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """All outputs of ``actual`` against the reference runner ``expected`` at one batch size."""
+
+    actual: str
+    expected: str
+    batch: int
+    outputs: tuple[OutputComparison, ...]
+    error: str | None = None  # an output count mismatch, say
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(o.passed for o in self.outputs)
+
+    @property
+    def failing_outputs(self) -> tuple[str, ...]:
+        return tuple(o.output for o in self.outputs if not o.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"actual": self.actual, "expected": self.expected, "batch": self.batch,
+                "passed": self.passed, "error": self.error, "outputs": [o.to_dict() for o in self.outputs]}
+
+
+def compare_outputs(actual: tuple[str, Sequence[np.ndarray]], expected: tuple[str, Sequence[np.ndarray]],
+                    names: Sequence[str], dtypes: Sequence[str], batch: int,
+                    tolerances: ToleranceTable) -> PairComparison:
+    """Compare two runners' outputs (given as ``(runner name, arrays)``), output by output."""
+    (a_name, a_out), (e_name, e_out) = actual, expected
+    if len(a_out) != len(e_out) or len(e_out) != len(names):
+        error = f"{a_name} gave {len(a_out)} outputs, {e_name} gave {len(e_out)}, the model declares {len(names)}"
+        return PairComparison(a_name, e_name, batch, (), error)
+    rows = []
+    for name, dtype, a, e in zip(names, dtypes, a_out, e_out):
+        tol = tolerances.for_output(name, dtype)
+        rows.append(OutputComparison(name, dtype, tol, compare_arrays(np.asarray(a), np.asarray(e), tol)))
+    return PairComparison(a_name, e_name, batch, tuple(rows))

@@ -1,0 +1,168 @@
+"""Model inputs: what the ONNX graph declares, and identical seeded feeds for every runner.
+
+Feeds are made once per batch size and handed to every runner, so all runners see the
+same bytes: floats from a standard normal, integers uniform in a declared ``[low, high)``
+range, bools fair coin flips; or the user's ``.npz`` (keys are input names, or ``arr_0``...
+in input order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from portable.errors import InputError, UsageError
+
+__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_range_from_examples", "load_npz",
+           "make_feeds",
+           "parse_dims", "parse_int_range"]
+
+_ONNX_TO_NUMPY = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+                  9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input: name, dtype name and shape (ints, symbolic names, or None)."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+
+    def resolve(self, batch: int, dims: Mapping[str, int]) -> tuple[int, ...]:
+        """The concrete shape: axis 0 (if symbolic) is the batch; other symbols from ``dims``."""
+        out = []
+        for axis, dim in enumerate(self.shape):
+            if isinstance(dim, int):
+                out.append(dim)
+            elif axis == 0:
+                out.append(batch)
+            elif dim in dims:
+                out.append(dims[dim])  # type: ignore[index]
+            else:
+                raise UsageError(f"input {self.name!r} axis {axis} is symbolic ({dim!r}): give its size "
+                                 f"with --dim {dim or 'NAME'}=SIZE, or a reference with example inputs")
+        return tuple(out)
+
+    @property
+    def static_batch(self) -> int | None:
+        return self.shape[0] if self.shape and isinstance(self.shape[0], int) else None
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    dtype: str
+
+
+def _dtype(elem_type: int, name: str) -> str:
+    if elem_type not in _ONNX_TO_NUMPY:
+        raise InputError(f"value {name!r} has an unsupported element type {elem_type}")
+    return _ONNX_TO_NUMPY[elem_type]
+
+
+def graph_io(model_path: str | Path) -> tuple[list[InputSpec], list[OutputSpec]]:
+    """The graph's inputs (initializers excluded) and outputs, without loading weights."""
+    import onnx
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable model file
+        raise InputError(f"cannot read ONNX model: {type(exc).__name__}: {exc}", path=str(model_path)) from None
+    inits = {i.name for i in model.graph.initializer}
+    inputs = []
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        ttype = value.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim)
+        inputs.append(InputSpec(value.name, _dtype(ttype.elem_type, value.name), shape))
+    outputs = [OutputSpec(v.name, _dtype(v.type.tensor_type.elem_type, v.name)) for v in model.graph.output]
+    return inputs, outputs
+
+
+def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_range: tuple[int, int]) -> np.ndarray:
+    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
+    if kind == "f":
+        return rng.standard_normal(shape).astype(dtype if dtype != "bfloat16" else "float32")
+    if kind in "iu":
+        return rng.integers(int_range[0], int_range[1], size=shape).astype(dtype)
+    if kind == "b":
+        return rng.random(shape) < 0.5
+    raise InputError(f"cannot make random inputs of dtype {dtype}")
+
+
+def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: Mapping[str, int] | None = None,
+               int_range: tuple[int, int] = (0, 10)) -> dict[str, np.ndarray]:
+    """Seeded inputs for one batch size; the same seed and batch always give the same bytes."""
+    rng = np.random.default_rng([seed, batch])
+    return {s.name: _random(rng, s.dtype, s.resolve(batch, dims or {}), int_range) for s in specs}
+
+
+def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
+    """Inputs from a ``.npz``, cast to the declared dtypes."""
+    try:
+        with np.load(str(path)) as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as exc:  # noqa: BLE001 - unreadable npz
+        raise InputError(f"cannot read inputs: {type(exc).__name__}: {exc}", path=str(path)) from None
+    feeds = {}
+    for index, spec in enumerate(specs):
+        key = spec.name if spec.name in arrays else f"arr_{index}"
+        if key not in arrays:
+            raise InputError(f"no array for input {spec.name!r} (keys: {sorted(arrays)})", path=str(path))
+        feeds[spec.name] = arrays[key].astype(spec.dtype if spec.dtype != "bfloat16" else "float32")
+    return feeds
+
+
+def dims_from_examples(specs: Sequence[InputSpec], examples: Sequence[Any] | None) -> dict[str, int]:
+    """Sizes of symbolic non-batch axes, read from the reference's example inputs (by position)."""
+    dims: dict[str, int] = {}
+    for spec, example in zip(specs, examples or ()):
+        shape = tuple(getattr(example, "shape", ()))
+        for axis, dim in enumerate(spec.shape):
+            if axis > 0 and isinstance(dim, str) and axis < len(shape):
+                dims.setdefault(dim, int(shape[axis]))
+    return dims
+
+
+def int_range_from_examples(examples: Sequence[Any] | None) -> tuple[int, int] | None:
+    """``[min, max + 1)`` over the integer example inputs, if any."""
+    lows, highs = [], []
+    for example in examples or ():
+        dtype = getattr(example, "dtype", None)
+        if dtype is not None and getattr(dtype, "is_floating_point", True) is False and str(dtype) != "torch.bool":
+            lows.append(int(example.min()))
+            highs.append(int(example.max()) + 1)
+    return (min(lows), max(highs)) if lows else None
+
+
+def parse_dims(values: Sequence[str]) -> dict[str, int]:
+    """``--dim NAME=SIZE`` values."""
+    dims = {}
+    for text in values:
+        name, sep, size = text.partition("=")
+        if not sep or not name or not size.isdigit() or int(size) < 1:
+            raise UsageError(f"--dim {text!r}: expected NAME=SIZE with SIZE >= 1")
+        dims[name] = int(size)
+    return dims
+
+
+def parse_int_range(text: str | None) -> tuple[int, int] | None:
+    """``--int-range LOW:HIGH`` (HIGH exclusive)."""
+    if text is None:
+        return None
+    low, sep, high = text.partition(":")
+    try:
+        lo, hi = int(low), int(high)
+    except ValueError:
+        raise UsageError(f"--int-range {text!r}: expected LOW:HIGH") from None
+    if not sep or hi <= lo:
+        raise UsageError(f"--int-range {text!r}: HIGH must be greater than LOW")
+    return lo, hi

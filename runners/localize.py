@@ -1,0 +1,130 @@
+"""Localizing a parity failure: the first ONNX node whose output diverges from PyTorch.
+
+ONNX side: every named intermediate value of the graph becomes a graph output and one
+ONNX Runtime CPU session (graph optimizations off, so nodes run as written) computes them.
+PyTorch side: the module is exported again with the same exporter (``torch.onnx.export``,
+dynamo) to get the ``ExportedProgram`` the ONNX graph was translated from, and an FX
+interpreter records every ``call_function`` result by node name. The exporter names ONNX
+values after the FX nodes they come from (as ``torch.onnx.verification`` relies on), and
+each ONNX node carries ``pkg.torch.onnx.fx_node`` / ``name_scopes`` / ``stack_trace``
+metadata, which give the PyTorch op and the user's source line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from portable.runners.comparator import ErrorStats, compare_arrays
+from portable.runners.report import Localization
+from portable.runners.tolerances import ToleranceTable
+
+__all__ = ["localize_divergence", "source_line"]
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in \S+\n\s*(?P<code>[^\n]*)')
+
+
+def source_line(stack_trace: str | None) -> str | None:
+    """``file.py:LINE: code`` of the first frame outside torch in an exporter stack trace."""
+    frames = list(_FRAME.finditer(stack_trace or ""))
+    user = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]] or frames
+    if not user:
+        return None
+    first = user[0]
+    return f"{first['file']}:{first['line']}: {first['code'].strip()}"
+
+
+def _torch_values(module: Any, feeds: Mapping[str, np.ndarray], wanted: set[str], device: str,
+                  symbolic: list[list[int]]) -> dict[str, np.ndarray]:
+    import torch
+
+    args = tuple(torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in feeds.values())
+    shapes = tuple({axis: torch.export.Dim.AUTO for axis in axes} for axes in symbolic)
+    with contextlib.redirect_stdout(io.StringIO()):
+        program = torch.onnx.export(module, args, dynamo=True, opset_version=18, external_data=False,
+                                    dynamic_shapes=shapes, optimize=False, verbose=False)
+    values: dict[str, np.ndarray] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            result = super().run_node(n)
+            if n.op == "call_function" and n.name in wanted and isinstance(result, torch.Tensor):
+                values[n.name] = result.detach().float().cpu().numpy() if result.is_floating_point() \
+                    else result.detach().cpu().numpy()
+            return result
+
+    with torch.no_grad():
+        Recorder(program.exported_program.module()).run(*args)
+    return values
+
+
+def _onnx_values(model_path: Path, feeds: Mapping[str, np.ndarray], wanted: set[str]) -> dict[str, np.ndarray]:
+    import onnx_ir as ir
+    import onnxruntime as ort
+
+    model = ir.load(str(model_path))
+    present = {v.name for v in model.graph.outputs}
+    for node in model.graph:
+        for value in node.outputs:
+            if value.name in wanted and value.name not in present and value.type is not None:
+                model.graph.outputs.append(value)
+                present.add(value.name)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(ir.to_proto(model).SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, dict(feeds))))
+
+
+def _symbolic_axes(model_path: Path) -> tuple[list[list[int]], list[tuple[Any, ...]]]:
+    import onnx
+
+    proto = onnx.load(str(model_path), load_external_data=False)
+    inits = {i.name for i in proto.graph.initializer}
+    nodes = [(n.name, n.op_type, tuple(n.output), {p.key: p.value for p in n.metadata_props}) for n in proto.graph.node]
+    axes = [[i for i, d in enumerate(v.type.tensor_type.shape.dim) if not d.HasField("dim_value")]
+            for v in proto.graph.input if v.name not in inits]
+    return axes, nodes
+
+
+def _found(node: tuple[Any, ...], value: str, stats: ErrorStats, compared: int) -> Localization:
+    name, op_type, _, meta = node
+    fx = meta.get("pkg.torch.onnx.fx_node", "")
+    target = re.search(r"target=([^\]]+)\]", fx)
+    scopes = meta.get("pkg.torch.onnx.name_scopes")
+    return Localization(compared=compared, node=name, op_type=op_type, value=value,
+                        fx_node=target.group(1) if target else (fx.split(" ")[0] or None),
+                        name_scope=scopes, source=source_line(meta.get("pkg.torch.onnx.stack_trace")),
+                        max_abs=stats.max_abs, beyond=stats.beyond)
+
+
+def localize_divergence(model_path: str | Path, module: Any, feeds: Mapping[str, np.ndarray],
+                        tolerances: ToleranceTable, device: str = "cpu") -> Localization:
+    """Walk the ONNX nodes in graph order; return the first whose output is out of tolerance."""
+    path = Path(model_path)
+    axes, nodes = _symbolic_axes(path)
+    wanted = {value for node in nodes for value in node[2] if value}
+    try:
+        theirs = _torch_values(module, feeds, wanted, device, axes)
+        ours = _onnx_values(path, feeds, wanted & set(theirs))
+    except Exception as exc:  # noqa: BLE001 - re-export or interpretation failed: say so in the report
+        return Localization(compared=0, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")
+    compared = 0
+    for node in nodes:
+        for value in node[2]:
+            if value not in ours or value not in theirs or ours[value].shape != theirs[value].shape:
+                continue
+            compared += 1
+            tol = tolerances.for_output(value, str(theirs[value].dtype))
+            stats = compare_arrays(ours[value], theirs[value], tol)
+            if not stats.passed:
+                return _found(node, value, stats, compared)
+    return Localization(compared=compared)

@@ -1,0 +1,201 @@
+"""The compatibility matrix: per execution provider and batch size, does the session load,
+does a first run succeed, does it match the CPU provider, and how many nodes fall back.
+
+Node placement comes from ONNX Runtime's profiler: every executed node's event names the
+provider that ran it; nodes run by another provider than the one asked (Memcpy nodes
+aside) are counted as fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from portable.errors import InputError, PortableError
+from portable.runners.comparator import PairComparison, compare_outputs
+from portable.runners.environment import describe_environment
+from portable.runners.inputs import graph_io, make_feeds
+from portable.runners.ort_runner import OnnxRuntimeRunner, available_providers, resolve_providers, short_name
+from portable.runners.render import markdown_table
+from portable.runners.tolerances import ToleranceTable
+
+__all__ = ["MATRIX_HEADER", "MATRIX_SCHEMA", "MatrixCell", "MatrixReport", "Placement", "matrix_rows", "parse_placement",
+           "render_matrix_markdown", "run_matrix"]
+
+MATRIX_SCHEMA = "portable.matrix"
+CPU = "CPUExecutionProvider"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which provider ran which node (from one profiled session)."""
+
+    nodes: int
+    fallback: int
+    fallback_ops: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    provider: str
+    batch: int
+    available: bool
+    loads: bool | None = None
+    runs: bool | None = None
+    parity: str = "n/a"  # "reference" | "pass" | "fail" | "n/a"
+    max_abs: float | None = None
+    placement: Placement | None = None
+    load_seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.available or (bool(self.loads) and bool(self.runs) and self.parity in ("pass", "reference"))
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.placement
+        return {"provider": self.provider, "batch": self.batch, "available": self.available, "loads": self.loads,
+                "runs": self.runs, "parity": self.parity, "max_abs": self.max_abs,
+                "nodes": None if p is None else p.nodes, "fallback_nodes": None if p is None else p.fallback,
+                "fallback_ops": None if p is None else dict(p.fallback_ops),
+                "load_seconds": self.load_seconds, "error": self.error}
+
+
+@dataclass(frozen=True)
+class MatrixReport:
+    model: str
+    target: str
+    environment: Mapping[str, Any]
+    cells: tuple[MatrixCell, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": MATRIX_SCHEMA, "schema_version": 1, "model": self.model, "target": self.target,
+                "passed": self.passed, "environment": dict(self.environment),
+                "cells": [c.to_dict() for c in self.cells]}
+
+
+def parse_placement(profile: Sequence[Mapping[str, Any]], provider: str) -> Placement:
+    """Count executed nodes and those placed on another provider than ``provider``."""
+    placed: dict[str, tuple[str, str]] = {}
+    for event in profile:
+        args = event.get("args") or {}
+        if event.get("cat") == "Node" and "provider" in args:
+            placed[str(event.get("name", "")).removesuffix("_kernel_time")] = (args["provider"], args.get("op_name", ""))
+    off = Counter(op for prov, op in placed.values() if prov != provider and not op.startswith("Memcpy"))
+    return Placement(len(placed), sum(off.values()), dict(off))
+
+
+def _profile(runner: OnnxRuntimeRunner) -> Placement | None:
+    path = runner.end_profiling()
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return parse_placement(json.load(handle), runner.provider)
+
+
+def _reference_outputs(model: str, feeds: Mapping[int, dict[str, np.ndarray]]) -> dict[int, list[np.ndarray]]:
+    with OnnxRuntimeRunner(model, CPU) as cpu:
+        return {b: cpu.infer(f) for b, f in feeds.items()}
+
+
+def _provider_cells(model: str, provider: str, feeds: Mapping[int, dict[str, np.ndarray]],
+                    reference: Mapping[int, list[np.ndarray]], names: list[str], dtypes: list[str],
+                    tmp: str) -> list[MatrixCell]:
+    runner = OnnxRuntimeRunner(model, provider, profile_dir=tmp)
+    try:
+        runner.load()
+    except PortableError as exc:
+        return [MatrixCell(provider, b, True, loads=False, error=exc.message) for b in feeds]
+    runs: dict[int, tuple[PairComparison | None, str | None]] = {}
+    for batch, feed in feeds.items():
+        try:
+            got = runner.infer(feed)
+        except Exception as exc:  # noqa: BLE001 - any provider failure is a matrix entry
+            runs[batch] = (None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+            continue
+        runs[batch] = (compare_outputs((runner.name, got), ("ort-cpu", reference[batch]), names, dtypes, batch,
+                                       ToleranceTable()), None)
+    placement = _profile(runner)
+    runner.unload()
+    return [_cell(provider, b, pair, err, placement, runner.load_seconds) for b, (pair, err) in runs.items()]
+
+
+def _cell(provider: str, batch: int, pair: PairComparison | None, error: str | None, placement: Placement | None,
+          load_s: float | None) -> MatrixCell:
+    if pair is None:
+        return MatrixCell(provider, batch, True, True, False, "n/a", None, placement, load_s, error)
+    parity = "reference" if provider == CPU else ("pass" if pair.passed else "fail")
+    max_abs = max((o.stats.max_abs for o in pair.outputs), default=None)
+    return MatrixCell(provider, batch, True, True, True, parity, max_abs, placement, load_s, pair.error)
+
+
+def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None = None,
+               batches: Sequence[int] | None = None, dims: Mapping[str, int] | None = None,
+               int_range: tuple[int, int] | None = None, seed: int = 0, target: str | None = None,
+               progress: Callable[[str], None] | None = None) -> MatrixReport:
+    """Run the matrix on this machine. Asked-for providers that are not available are listed."""
+    from portable.runners.api import DEFAULT_INT_RANGE, _batches
+
+    say = progress or (lambda _msg: None)
+    model = str(model_path)
+    if not Path(model).is_file():
+        raise InputError("no such model file", path=model)
+    specs, outs = graph_io(model)
+    names, dtypes = [o.name for o in outs], [o.dtype for o in outs]
+    asked = providers if providers is None or isinstance(providers, str) else ",".join(providers)
+    wanted = resolve_providers(asked, require_available=False)
+    if CPU not in wanted:
+        wanted.insert(0, CPU)
+    sizes = _batches(specs, batches)
+    feeds = {b: make_feeds(specs, b, seed=seed, dims=dims or {}, int_range=int_range or DEFAULT_INT_RANGE)
+             for b in sizes}
+    reference = _reference_outputs(model, feeds)
+    available = set(available_providers())
+    cells: list[MatrixCell] = []
+    with tempfile.TemporaryDirectory(prefix="portable-matrix-") as tmp:
+        for provider in wanted:
+            say(f"matrix: {short_name(provider)}")
+            if provider not in available:
+                cells += [MatrixCell(provider, b, False, error="not available in this onnxruntime build")
+                          for b in sizes]
+                continue
+            cells += _provider_cells(model, provider, feeds, reference, names, dtypes, tmp)
+    env = describe_environment()
+    return MatrixReport(model, target or env["target"], env, tuple(cells))
+
+
+def _yes(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "NO")
+
+
+MATRIX_HEADER = ("target", "provider", "batch", "available", "loads", "first run", "parity vs CPU", "max abs",
+                 "fallback nodes", "error")
+
+
+def matrix_rows(data: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Rows from a matrix report's ``to_dict()`` (also what ``report merge`` reads)."""
+    rows = []
+    for c in data["cells"]:
+        fallback = "-" if c["nodes"] is None else f"{c['fallback_nodes']}/{c['nodes']}"
+        if c.get("fallback_ops"):
+            fallback += " (" + ", ".join(f"{op}×{n}" for op, n in c["fallback_ops"].items()) + ")"
+        rows.append((data["target"], short_name(c["provider"]), str(c["batch"]), _yes(c["available"]),
+                     _yes(c["loads"]), _yes(c["runs"]), c["parity"],
+                     "-" if c["max_abs"] is None else f"{c['max_abs']:.3g}", fallback, c["error"] or ""))
+    return rows
+
+
+def render_matrix_markdown(report: MatrixReport) -> str:
+    return (f"# Compatibility matrix: `{report.model}`\n\n"
+            + markdown_table(MATRIX_HEADER, matrix_rows(report.to_dict())) + "\n")

@@ -1,0 +1,149 @@
+"""The comparison report: frozen dataclasses with ``to_dict()`` in a versioned JSON schema.
+
+Schema ``portable.compare`` version 1 (documented in docs/runners.md): top-level keys
+``schema``, ``schema_version``, ``model``, ``reference``, ``passed``, ``exit_code``,
+``setup``, ``environment``, ``runners``, ``parity``, ``latency``, ``speedup``,
+``localization``, ``notes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from portable.errors import ExitCode
+from portable.runners.comparator import HISTOGRAM_EDGES, PairComparison
+from portable.runners.stats import LatencyStats
+
+__all__ = ["COMPARE_SCHEMA", "COMPARE_SCHEMA_VERSION", "CompareReport", "LatencyResult", "Localization",
+           "RunnerInfo", "SpeedupRow"]
+
+COMPARE_SCHEMA = "portable.compare"
+COMPARE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunnerInfo:
+    """A runner as it ran: load time (session creation / placement), first call per batch
+    (for ``torch.compile`` this is compile time to first result), resident growth on load."""
+
+    name: str
+    kind: str
+    device: str
+    detail: str  # execution provider or compile mode
+    load_seconds: float | None
+    first_result_seconds: Mapping[int, float] = field(default_factory=dict)
+    load_rss_growth_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "device": self.device, "detail": self.detail,
+                "load_seconds": self.load_seconds,
+                "first_result_seconds": {str(b): s for b, s in self.first_result_seconds.items()},
+                "load_rss_growth_bytes": self.load_rss_growth_bytes}
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    runner: str
+    batch: int
+    stats: LatencyStats
+    timer: str  # "cuda_events" | "perf_counter"
+    peak_memory_bytes: int | None
+    memory_kind: str  # "cuda_max_memory_allocated" | "rss_growth"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runner": self.runner, "batch": self.batch, "timer": self.timer,
+                "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind,
+                **self.stats.to_dict()}
+
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    """One runner against eager at one batch size (p50 latencies)."""
+
+    batch: int
+    runner: str
+    p50_s: float
+    eager_p50_s: float
+    peak_memory_bytes: int | None
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_p50_s / self.p50_s if self.p50_s > 0 else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "runner": self.runner, "p50_s": self.p50_s,
+                "eager_p50_s": self.eager_p50_s, "speedup_over_eager": self.speedup,
+                "peak_memory_bytes": self.peak_memory_bytes}
+
+
+@dataclass(frozen=True)
+class Localization:
+    """The first ONNX node whose output diverges from the PyTorch value it was exported from."""
+
+    compared: int  # intermediate values compared
+    node: str | None = None
+    op_type: str | None = None
+    value: str | None = None
+    fx_node: str | None = None
+    name_scope: str | None = None
+    source: str | None = None  # "file.py:LINE: code" of the user's frame
+    max_abs: float | None = None
+    beyond: int | None = None
+    error: str | None = None  # why localization could not run
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    model: str
+    reference: str
+    setup: Mapping[str, Any]  # device, compile mode, tf32, seed, batches, inputs, timing
+    environment: Mapping[str, Any]
+    runners: tuple[RunnerInfo, ...]
+    parity: tuple[PairComparison, ...]
+    latency: tuple[LatencyResult, ...] = ()
+    localization: Localization | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return all(p.passed for p in self.parity)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.passed else ExitCode.FINDINGS
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """``"ort-cpu vs eager (batch 1): logits"`` for each failing pair."""
+        return tuple(f"{p.actual} vs {p.expected} (batch {p.batch}): {', '.join(p.failing_outputs) or p.error}"
+                     for p in self.parity if not p.passed)
+
+    def speedups(self) -> tuple[SpeedupRow, ...]:
+        eager = {r.batch: r for r in self.latency if r.runner == "eager"}
+        return tuple(SpeedupRow(r.batch, r.runner, r.stats.p50_s, eager[r.batch].stats.p50_s, r.peak_memory_bytes)
+                     for r in self.latency if r.batch in eager)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": COMPARE_SCHEMA,
+            "schema_version": COMPARE_SCHEMA_VERSION,
+            "model": self.model,
+            "reference": self.reference,
+            "passed": self.passed,
+            "exit_code": int(self.exit_code),
+            "failures": list(self.failures),
+            "setup": dict(self.setup),
+            "environment": dict(self.environment),
+            "histogram_log10_edges": list(HISTOGRAM_EDGES),
+            "runners": [r.to_dict() for r in self.runners],
+            "parity": [p.to_dict() for p in self.parity],
+            "latency": [r.to_dict() for r in self.latency],
+            "speedup": [s.to_dict() for s in self.speedups()],
+            "localization": None if self.localization is None else self.localization.to_dict(),
+            "notes": list(self.notes),
+        }
