@@ -15,6 +15,7 @@ import click
 
 from portable.cli.options import output_option, quiet_option
 from portable.errors import UsageError
+from portable.io import atomic_write_text
 
 __all__ = ["compare", "matrix", "report"]
 
@@ -67,7 +68,7 @@ def _progress(quiet: bool) -> tuple[Callable[[str], None], Any]:
 
 def _emit(text: str, output: str | None) -> None:
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        atomic_write_text(output, text)
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
@@ -90,7 +91,7 @@ def _write_markdown(report: Any, path: str) -> None:
 
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_markdown(report, write_plots(report, target)), encoding="utf-8")
+    atomic_write_text(target, render_markdown(report, write_plots(report, target)))
 
 
 def _timing(no_latency: bool, warmup_ms: float, iterations: int, duration_ms: float) -> Any:
@@ -135,11 +136,17 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @click.option("--warmup-ms", default=200.0, show_default=True, type=float, help="Warm-up time per runner and batch.")
 @click.option("--iterations", default=10, show_default=True, type=int, help="Minimum timed iterations.")
 @click.option("--duration-ms", default=1000.0, show_default=True, type=float, help="Minimum timed duration.")
+@click.option("--max-latency-ms", "latency_budgets", multiple=True, metavar="[RUNNER:]STAT=MS",
+              help="Latency budget (STAT: p50, p90, p99, mean; RUNNER: default every ONNX Runtime runner); "
+                   "exceeding it exits 1. Repeatable.")
+@click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
+              help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
 @_shared
 def compare(model: str, reference: str, weights: str | None, device: str | None, compile_mode: str,
             no_compile: bool, inputs: str | None, tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
             report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, iterations: int,
-            duration_ms: float, providers: str | None, batch: str | None, dims: tuple[str, ...],
+            duration_ms: float, latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...],
+            providers: str | None, batch: str | None, dims: tuple[str, ...],
             int_range: str | None, seed: int, fmt: str, output: str | None, quiet: bool) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
@@ -150,8 +157,11 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     from portable.runners.inputs import parse_dims, parse_int_range
     from portable.runners.tolerances import parse_overrides
 
+    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
+
     timing = _timing(no_latency, warmup_ms, iterations, duration_ms)
     table = parse_overrides(atol, rtol, tf32=tf32)
+    budgets = parse_latency_budgets(latency_budgets), parse_error_budgets(error_budgets)
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     try:
@@ -163,14 +173,31 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     finally:
         if status is not None:
             status.stop()
+    checks = _check_budgets(result, *budgets)
     if report_path:
         _write_markdown(result, report_path)
     if fmt == "json":
-        _emit(json.dumps(result.to_dict(), indent=2), output)
+        _emit(json.dumps({**result.to_dict(), "budgets": [c.to_dict() for c in checks]}, indent=2), output)
     else:
         _print_text(result, output)
-    if not result.passed:
-        raise click.exceptions.Exit(int(result.exit_code))
+    _show_budgets(checks)
+    if not result.passed or not all(c.passed for c in checks):
+        raise click.exceptions.Exit(1)
+
+
+def _check_budgets(result: Any, latency: Any, errors: Any) -> tuple[Any, ...]:
+    from portable.runners.budgets import check_budgets
+
+    return check_budgets(result, latency, errors)
+
+
+def _show_budgets(checks: Any) -> None:
+    for check in checks:
+        if not check.passed:
+            click.echo(f"portable: budget exceeded: {check.budget}: {check.subject} measured {check.measured:.6g}",
+                       err=True)
+    if checks and all(c.passed for c in checks):
+        click.echo(f"portable: {len(checks)} budget check(s) passed", err=True)
 
 
 @click.command()
@@ -198,7 +225,7 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
         if status is not None:
             status.stop()
     if markdown_path:
-        Path(markdown_path).write_text(render_matrix_markdown(result), encoding="utf-8")
+        atomic_write_text(markdown_path, render_matrix_markdown(result))
     _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
     if not result.passed:
         raise click.exceptions.Exit(1)

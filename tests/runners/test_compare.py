@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from portable.cli import cli
+from portable.runners import TimingConfig, compare
 
 MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
 
@@ -17,7 +18,7 @@ MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
 def spec_of(name: str) -> str:
     """A SPEC for --reference: a callable in runner_models.py."""
     return f"{MODELS_FILE}:{name}"
-from portable.runners import TimingConfig, compare
+
 
 FAST = ["--warmup-ms", "0", "--iterations", "3", "--duration-ms", "0"]
 
