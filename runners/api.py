@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import InputError, UsageError
+from portable.errors import InputError, PortableError, UsageError
 from portable.runners.base import Feeds, Runner
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import default_device, describe_environment
@@ -101,6 +101,24 @@ def _make_runners(plan: _Plan, module: Any, providers: Sequence[str], compile_mo
         runners.append(CompiledRunner(module, plan.device, compile_mode))
     runners.extend(OnnxRuntimeRunner(plan.model, p) for p in providers)
     return runners
+
+
+def _failure(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+
+
+def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) -> RunnerInfo:
+    """One runner's first runs; a failure (ORT session, CUDA out of memory, torch.compile) is
+    recorded on that runner and the others go on."""
+    try:
+        return _run_parity(runner, plan, outputs, say)
+    except PortableError:
+        raise  # the user's input or options, not this runner, are at fault
+    except Exception as exc:  # noqa: BLE001 - any failure of one runner is that runner's error
+        outputs.pop(runner.name, None)
+        say(f"{runner.name} failed: {_failure(exc)}")
+        detail = getattr(runner, "provider", None) or getattr(runner, "mode", "")
+        return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, error=_failure(exc))
 
 
 def _run_parity(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) -> RunnerInfo:
@@ -204,12 +222,17 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
 def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: TimingConfig | None,
              localize: bool, module: Any, reference_name: str, say: Progress) -> CompareReport:
     outputs: Outputs = {}
-    infos = tuple(_run_parity(r, plan, outputs, say) for r in runners)
+    infos = [_run_parity_safely(r, plan, outputs, say) for r in runners]
     parity = _compare_all(plan, outputs, table)
     latency: list[LatencyResult] = []
     if timing is not None:
-        for runner, info in zip(runners, infos):
-            latency.extend(_run_latency(runner, info, plan, timing, say))
+        for i, (runner, info) in enumerate(zip(runners, infos)):
+            if info.error is not None:
+                continue
+            try:
+                latency.extend(_run_latency(runner, info, plan, timing, say))
+            except Exception as exc:  # noqa: BLE001 - e.g. out of memory at a larger batch
+                infos[i] = replace(info, error=f"latency phase: {_failure(exc)}")
     located = None
     if localize and not all(p.passed for p in parity):
         from portable.runners.localize import localize_divergence
@@ -217,5 +240,5 @@ def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: 
         say("localizing the first divergent node")
         batch = min(plan.feeds)
         located = localize_divergence(plan.model, module, plan.feeds[batch], table, device=plan.device)
-    return CompareReport(str(plan.model), reference_name, plan.setup, describe_environment(), infos, parity,
+    return CompareReport(str(plan.model), reference_name, plan.setup, describe_environment(), tuple(infos), parity,
                          tuple(latency), located, _notes(plan, table.tf32))

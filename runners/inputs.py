@@ -117,8 +117,20 @@ def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarr
         key = spec.name if spec.name in arrays else f"arr_{index}"
         if key not in arrays:
             raise InputError(f"no array for input {spec.name!r} (keys: {sorted(arrays)})", path=str(path))
-        feeds[spec.name] = arrays[key].astype(spec.dtype if spec.dtype != "bfloat16" else "float32")
+        feeds[spec.name] = _checked(arrays[key], spec, str(path))
     return feeds
+
+
+def _checked(array: np.ndarray, spec: InputSpec, path: str) -> np.ndarray:
+    """The array cast to the declared dtype, if its kind and shape fit the graph input."""
+    if array.dtype.kind not in "biuf":
+        raise InputError(f"input {spec.name!r} has dtype {array.dtype}, the model expects {spec.dtype}", path=path)
+    fixed = [(axis, dim) for axis, dim in enumerate(spec.shape) if isinstance(dim, int)]
+    if array.ndim != len(spec.shape) or any(array.shape[axis] != dim for axis, dim in fixed):
+        expected = "x".join(str(d) if isinstance(d, int) else str(d or "?") for d in spec.shape)
+        raise InputError(f"input {spec.name!r} has shape {'x'.join(map(str, array.shape))}, "
+                         f"the model expects {expected}", path=path)
+    return array.astype(spec.dtype if spec.dtype != "bfloat16" else "float32")
 
 
 def dims_from_examples(specs: Sequence[InputSpec], examples: Sequence[Any] | None) -> dict[str, int]:

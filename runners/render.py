@@ -82,7 +82,8 @@ def _setup_line(report: CompareReport) -> str:
 
 def _loads_rows(report: CompareReport) -> list[tuple[str, ...]]:
     return [(r.name, r.kind, r.device, r.detail or "-", _num(r.load_seconds),
-             ", ".join(f"b{b}: {t:.3g}" for b, t in r.first_result_seconds.items())) for r in report.runners]
+             f"FAIL: {r.error}" if r.error else ", ".join(f"b{b}: {t:.3g}" for b, t in r.first_result_seconds.items()))
+            for r in report.runners]
 
 
 LOADS_HEADER = ("runner", "kind", "device", "provider/mode", "load s", "first result s (compile)")

@@ -35,12 +35,13 @@ class RunnerInfo:
     load_seconds: float | None
     first_result_seconds: Mapping[int, float] = field(default_factory=dict)
     load_rss_growth_bytes: int | None = None
+    error: str | None = None  # why the runner could not load or run (its results are then absent)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "device": self.device, "detail": self.detail,
                 "load_seconds": self.load_seconds,
                 "first_result_seconds": {str(b): s for b, s in self.first_result_seconds.items()},
-                "load_rss_growth_bytes": self.load_rss_growth_bytes}
+                "load_rss_growth_bytes": self.load_rss_growth_bytes, "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -111,17 +112,25 @@ class CompareReport:
 
     @property
     def passed(self) -> bool:
-        return all(p.passed for p in self.parity)
+        return all(p.passed for p in self.parity) and not self.runner_errors
+
+    @property
+    def runner_errors(self) -> tuple[str, ...]:
+        """``"compiled: RuntimeError: ..."`` for each runner that could not load or run."""
+        return tuple(f"{r.name}: {r.error}" for r in self.runners if r.error)
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK if self.passed else ExitCode.FINDINGS
+        """1 on a parity failure; 3 when a runner could not run (the others are still reported)."""
+        if not all(p.passed for p in self.parity):
+            return ExitCode.FINDINGS
+        return ExitCode.ERROR if self.runner_errors else ExitCode.OK
 
     @property
     def failures(self) -> tuple[str, ...]:
         """``"ort-cpu vs eager (batch 1): logits"`` for each failing pair."""
         return tuple(f"{p.actual} vs {p.expected} (batch {p.batch}): {', '.join(p.failing_outputs) or p.error}"
-                     for p in self.parity if not p.passed)
+                     for p in self.parity if not p.passed) + self.runner_errors
 
     def speedups(self) -> tuple[SpeedupRow, ...]:
         eager = {r.batch: r for r in self.latency if r.runner == "eager"}

@@ -181,7 +181,9 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     else:
         _print_text(result, output)
     _show_budgets(checks)
-    if not result.passed or not all(c.passed for c in checks):
+    if not result.passed:
+        raise click.exceptions.Exit(int(result.exit_code))
+    if not all(c.passed for c in checks):
         raise click.exceptions.Exit(1)
 
 

@@ -1,0 +1,93 @@
+"""A runner that fails (ORT session, torch.compile, CUDA out of memory) is that runner's error:
+the other runners' results are still reported, and the exit code says something could not run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from portable.runners import compare
+from portable.runners.ort_runner import OnnxRuntimeRunner
+from portable.runners.torch_runners import CompiledRunner, EagerRunner
+
+
+def _boom(message: str, exc: type[Exception] = RuntimeError):
+    def load(self) -> None:
+        raise exc(message)
+
+    return load
+
+
+def _run(models: ModuleType, cnn_onnx: Path, **kw):
+    module, example = models.cnn()
+    return compare(cnn_onnx, module, example_inputs=example, device="cpu", batches=[2], timing=None, **kw)
+
+
+def test_compile_failure_keeps_ort_vs_eager(monkeypatch, models, cnn_onnx):
+    monkeypatch.setattr(CompiledRunner, "load", _boom("inductor could not compile"))
+    report = _run(models, cnn_onnx)
+    assert report.exit_code == 3 and not report.passed
+    assert report.runner_errors == ("compiled: RuntimeError: inductor could not compile",)
+    assert [(p.actual, p.expected, p.passed) for p in report.parity] == [("ort-cpu", "eager", True)]
+
+
+def test_ort_session_failure_keeps_compiled_vs_eager(monkeypatch, models, cnn_onnx):
+    monkeypatch.setattr(OnnxRuntimeRunner, "load", _boom("[ONNXRuntimeError] : 10 : INVALID_GRAPH"))
+    report = _run(models, cnn_onnx)
+    assert report.exit_code == 3
+    assert report.runner_errors[0].startswith("ort-cpu: RuntimeError: [ONNXRuntimeError]")
+    assert [(p.actual, p.expected) for p in report.parity] == [("compiled", "eager")]
+    assert report.to_dict()["runners"][-1]["error"]
+
+
+def test_out_of_memory_in_the_latency_phase_keeps_the_other_timings(monkeypatch, models, cnn_onnx):
+    import torch
+
+    from portable.runners import TimingConfig
+
+    def oom(self, feeds):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(EagerRunner, "prepare", oom)
+    module, example = models.cnn()
+    report = compare(cnn_onnx, module, example_inputs=example, device="cpu", batches=[2], compile_mode=None,
+                     timing=TimingConfig(warmup_seconds=0, min_iterations=2, min_seconds=0))
+    assert report.exit_code == 3
+    assert all(p.passed for p in report.parity)
+    assert {r.runner for r in report.latency} == {"ort-cpu"}
+    assert "latency phase: OutOfMemoryError" in report.runner_errors[0]
+
+
+def test_cli_reports_runner_errors_with_exit_3(monkeypatch, cnn_onnx):
+    from click.testing import CliRunner
+
+    from portable.cli import cli
+
+    monkeypatch.setattr(CompiledRunner, "load", _boom("inductor could not compile"))
+    spec = f"{Path(__file__).resolve().with_name('runner_models.py')}:cnn"
+    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec, "--device", "cpu",
+                                      "--no-latency", "-q", "--batch", "2"])
+    assert result.exit_code == 3
+    assert "inductor could not compile" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind", ["dtype", "shape"])
+def test_wrong_npz_inputs_are_one_line_errors(tmp_path, cnn_onnx, kind):
+    import numpy as np
+    from click.testing import CliRunner
+
+    from portable.cli import cli
+
+    data = tmp_path / "inputs.npz"
+    bad = np.zeros((2, 3, 16, 16), dtype="U3") if kind == "dtype" else np.zeros((2, 5, 7), dtype=np.float32)
+    np.savez(data, x=bad)
+    spec = f"{Path(__file__).resolve().with_name('runner_models.py')}:cnn"
+    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec, "--device", "cpu",
+                                      "--no-latency", "--no-compile", "-q", "--inputs", str(data)])
+    assert result.exit_code == 3, result.output
+    assert "inputs.npz" in result.stderr or "'x'" in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
