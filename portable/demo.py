@@ -1,8 +1,9 @@
 """``make demo``: the main job on built-in fixture models.
 
-Exports the fixture CNN and transformer (``fixtures/models``), then validates them with
-a good and some bad fixture models (``fixtures/rules``) and shows the located findings.
-Run from the repository root.
+Exports the fixture CNN and transformer (``fixtures/models``), validates them with some
+bad rule fixtures (``fixtures/rules``), then tries to export the bad PyTorch fixtures
+(``torch.cond``, ``nonzero``, a data-dependent branch) and shows their findings, located at
+the Python source line. Run from the repository root.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ def _exported() -> list[Path]:
     return [result.path for result in demo_models(OUT).values()]
 
 
+def _refused() -> list:
+    """Export the bad fixture models; each is refused (nothing written) with located findings."""
+    from portable.exporters import ExportFailed, export_spec
+
+    reports = []
+    for name in ("cond", "nonzero", "branch"):
+        try:
+            export_spec(f"fixtures/models/{name}.py:build", OUT / f"{name}.onnx", force=True, verify=False)
+        except ExportFailed as failed:
+            reports.append(failed.report)
+    return reports
+
+
 def main() -> int:
     build = _fixture_builder()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -41,10 +55,12 @@ def main() -> int:
         path.write_bytes(build.load(rule, kind).SerializeToString())
         paths.append(path)
     reports = [validate(p, Policy()) for p in paths]
-    print(get_formatter("text", color=sys.stdout.isatty()).render(reports), end="")
-    bad = [r.path for r in reports if not r.ok]
-    print(f"\nThe bad models above fail as they should ({len(bad)} of {len(reports)}); "
-          f"try `.venv/bin/portable validate {OUT} --format sarif`.")
+    text = get_formatter("text", color=sys.stdout.isatty())
+    print(text.render(reports), end="")
+    print("\nBad PyTorch models: the export is refused, nothing is written, findings point at the source line:")
+    print(text.render(_refused()), end="")
+    print(f"\nNext: `.venv/bin/portable validate {OUT} --format sarif`, "
+          f"`.venv/bin/portable compare {OUT}/cnn.onnx --reference fixtures/models/cnn.py:build`.")
     return 0
 
 

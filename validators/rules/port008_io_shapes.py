@@ -42,7 +42,7 @@ class StaticIOShapes(Rule):
     id = "PORT008"
     name = "static-io-shapes"
     severity = Severity.ERROR
-    message = "graph {role} '{value}' {problem}"
+    message = "{subject} {problem}"
     hint = "make dim 0 the one batch symbol (or an integer) and every other dim an integer"
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
@@ -56,7 +56,7 @@ class StaticIOShapes(Rule):
                 yield from self._check_value(ctx, role, value, symbols)
         if len(set(symbols.values())) > 1:
             names = ", ".join(f"{v}: {s}" for v, s in symbols.items())
-            yield self.finding(Location(), role="inputs/outputs", value="*",
+            yield self.finding(Location(), subject="graph inputs and outputs",
                                problem=f"use different batch symbols ({names}); one shared symbol is required")
 
     def _check_value(self, ctx: ModelContext, role: str, value: onnx.ValueInfoProto,
@@ -66,25 +66,25 @@ class StaticIOShapes(Rule):
         if not value.type.HasField("tensor_type"):
             return  # PORT005 reports non-tensor types
         if not tt.HasField("shape"):
-            yield self.finding(loc, role=role, value=value.name, problem="has unknown rank")
+            yield self.finding(loc, subject=f"graph {role} '{value.name}'", problem="has unknown rank")
             return
         dims = list(tt.shape.dim)
         shape = "[" + ", ".join(_dim_text(d) for d in dims) + "]"
         if dims and not dims[0].HasField("dim_value"):
             if ctx.policy.batch == "static":
-                yield self.finding(loc, role=role, value=value.name,
-                                   problem=f"has dynamic dim 0 {shape}; the policy requires a fixed batch")
+                yield self.finding(loc, subject=f"graph {role} '{value.name}'",
+                               problem=f"has dynamic dim 0 {shape}; the policy requires a fixed batch")
             elif not dims[0].dim_param:
-                yield self.finding(loc, role=role, value=value.name, problem=f"has an unnamed dim 0 {shape}")
+                yield self.finding(loc, subject=f"graph {role} '{value.name}'", problem=f"has an unnamed dim 0 {shape}")
             else:
                 symbols[value.name] = dims[0].dim_param
         bad = [i for i, d in enumerate(dims) if i > 0 and not d.HasField("dim_value")]
         if bad:
             which = ", ".join(str(i) for i in bad)
-            yield self.finding(loc, role=role, value=value.name,
+            yield self.finding(loc, subject=f"graph {role} '{value.name}'",
                                problem=f"has dynamic dim(s) {which} in {shape}; only dim 0 may be dynamic")
         if any(d.HasField("dim_value") and d.dim_value < 0 for d in dims):
-            yield self.finding(loc, role=role, value=value.name, problem=f"has a negative dim in {shape}")
+            yield self.finding(loc, subject=f"graph {role} '{value.name}'", problem=f"has a negative dim in {shape}")
         if any(d.HasField("dim_value") and d.dim_value > INT32_MAX for d in dims):
-            yield self.finding(loc, role=role, value=value.name,
+            yield self.finding(loc, subject=f"graph {role} '{value.name}'",
                                problem=f"has a dim over 2**31-1 in {shape}; no runtime can allocate it")
