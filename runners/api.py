@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import InputError, PortableError, UsageError
-from portable.runners.base import Feeds, Runner
+from portable.errors import InputError, UsageError
+from portable.runners.base import Feeds, Runner, RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import default_device, describe_environment
 from portable.runners.inputs import (InputSpec, OutputSpec, dims_from_examples, graph_io,
@@ -104,7 +104,8 @@ def _make_runners(plan: _Plan, module: Any, providers: Sequence[str], compile_mo
 
 
 def _failure(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+    text = " ".join(str(exc).split())[:400]
+    return text if isinstance(exc, RunnerFailed) else f"{type(exc).__name__}: {text}"
 
 
 def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) -> RunnerInfo:
@@ -112,9 +113,7 @@ def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progr
     recorded on that runner and the others go on."""
     try:
         return _run_parity(runner, plan, outputs, say)
-    except PortableError:
-        raise  # the user's input or options, not this runner, are at fault
-    except Exception as exc:  # noqa: BLE001 - any failure of one runner is that runner's error
+    except (RunnerFailed, Exception) as exc:  # noqa: BLE001 - any failure of one runner is that runner's error
         outputs.pop(runner.name, None)
         say(f"{runner.name} failed: {_failure(exc)}")
         detail = getattr(runner, "provider", None) or getattr(runner, "mode", "")

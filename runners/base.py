@@ -14,10 +14,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Feeds", "Runner", "Step"]
+__all__ = ["Feeds", "Runner", "RunnerFailed", "Step"]
 
 Feeds = Mapping[str, np.ndarray]
 Step = Callable[[], object]
+
+
+class RunnerFailed(Exception):
+    """A runner could not load or run (ONNX Runtime session, torch.compile, out of memory).
+
+    Not a :class:`portable.errors.PortableError`: the comparison records it on that runner
+    and goes on with the others; the report's exit code is then 3.
+    """
 
 
 class Runner(ABC):

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import InputError, PortableError
+from portable.errors import InputError
+from portable.runners.base import RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import describe_environment
 from portable.runners.inputs import graph_io, make_feeds
@@ -115,8 +116,8 @@ def _provider_cells(model: str, provider: str, feeds: Mapping[int, dict[str, np.
     runner = OnnxRuntimeRunner(model, provider, profile_dir=tmp)
     try:
         runner.load()
-    except PortableError as exc:
-        return [MatrixCell(provider, b, True, loads=False, error=exc.message) for b in feeds]
+    except RunnerFailed as exc:
+        return [MatrixCell(provider, b, True, loads=False, error=str(exc)) for b in feeds]
     runs: dict[int, tuple[PairComparison | None, str | None]] = {}
     for batch, feed in feeds.items():
         try:

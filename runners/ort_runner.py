@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import InputError, UsageError
-from portable.runners.base import Feeds, Runner, Step
+from portable.errors import UsageError
+from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
 __all__ = ["PROVIDER_ALIASES", "OnnxRuntimeRunner", "available_providers", "resolve_providers", "short_name"]
 
@@ -92,12 +92,11 @@ class OnnxRuntimeRunner(Runner):
         try:
             self._session = ort.InferenceSession(self.model_path, options, providers=[self.provider])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
-            raise InputError(f"ONNX Runtime ({self.provider}) cannot load the model: {_first_line(exc)}",
-                             path=self.model_path) from None
+            raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: {_first_line(exc)}") from None
         self.load_seconds = time.perf_counter() - start
         got = self._session.get_providers()
         if not got or got[0] != self.provider:
-            raise UsageError(f"ONNX Runtime gave providers {got} instead of {self.provider}")
+            raise RunnerFailed(f"ONNX Runtime gave providers {got} instead of {self.provider}")
 
     @property
     def session(self) -> Any:
@@ -106,7 +105,10 @@ class OnnxRuntimeRunner(Runner):
         return self._session
 
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
-        return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
+        try:
+            return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException types
+            raise RunnerFailed(f"ONNX Runtime ({self.provider}) failed to run: {_first_line(exc)}") from None
 
     def prepare(self, feeds: Feeds) -> Step:
         session, plain = self.session, dict(feeds)

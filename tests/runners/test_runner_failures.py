@@ -9,15 +9,25 @@ from types import ModuleType
 import pytest
 
 from portable.runners import compare
-from portable.runners.ort_runner import OnnxRuntimeRunner
 from portable.runners.torch_runners import CompiledRunner, EagerRunner
 
 
-def _boom(message: str, exc: type[Exception] = RuntimeError):
-    def load(self) -> None:
-        raise exc(message)
+def _compile_fails(self):
+    """What a failing inductor compile looks like: torch.compile returns, the first call raises."""
+    def compiled(*args):
+        raise RuntimeError("inductor could not compile: CppCompileError")
 
-    return load
+    return compiled
+
+
+def _unloadable(source: Path, target: Path) -> Path:
+    """The CNN with its first Conv renamed to an op ONNX Runtime does not have."""
+    import onnx
+
+    model = onnx.load(str(source))
+    next(n for n in model.graph.node if n.op_type == "Conv").op_type = "NoSuchConv"
+    onnx.save(model, str(target))
+    return target
 
 
 def _run(models: ModuleType, cnn_onnx: Path, **kw):
@@ -26,18 +36,18 @@ def _run(models: ModuleType, cnn_onnx: Path, **kw):
 
 
 def test_compile_failure_keeps_ort_vs_eager(monkeypatch, models, cnn_onnx):
-    monkeypatch.setattr(CompiledRunner, "load", _boom("inductor could not compile"))
+    monkeypatch.setattr(CompiledRunner, "_build", _compile_fails)
     report = _run(models, cnn_onnx)
     assert report.exit_code == 3 and not report.passed
-    assert report.runner_errors == ("compiled: RuntimeError: inductor could not compile",)
+    assert report.runner_errors == ("compiled: compiled failed: RuntimeError: inductor could not compile: CppCompileError",)
     assert [(p.actual, p.expected, p.passed) for p in report.parity] == [("ort-cpu", "eager", True)]
 
 
-def test_ort_session_failure_keeps_compiled_vs_eager(monkeypatch, models, cnn_onnx):
-    monkeypatch.setattr(OnnxRuntimeRunner, "load", _boom("[ONNXRuntimeError] : 10 : INVALID_GRAPH"))
-    report = _run(models, cnn_onnx)
+def test_ort_session_failure_keeps_compiled_vs_eager(models, cnn_onnx, tmp_path):
+    report = _run(models, _unloadable(cnn_onnx, tmp_path / "bad.onnx"))
     assert report.exit_code == 3
-    assert report.runner_errors[0].startswith("ort-cpu: RuntimeError: [ONNXRuntimeError]")
+    assert report.runner_errors[0].startswith("ort-cpu: ONNX Runtime (CPUExecutionProvider) cannot load")
+    assert "NoSuchConv" in report.runner_errors[0]
     assert [(p.actual, p.expected) for p in report.parity] == [("compiled", "eager")]
     assert report.to_dict()["runners"][-1]["error"]
 
@@ -65,7 +75,7 @@ def test_cli_reports_runner_errors_with_exit_3(monkeypatch, cnn_onnx):
 
     from portable.cli import cli
 
-    monkeypatch.setattr(CompiledRunner, "load", _boom("inductor could not compile"))
+    monkeypatch.setattr(CompiledRunner, "_build", _compile_fails)
     spec = f"{Path(__file__).resolve().with_name('runner_models.py')}:cnn"
     result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec, "--device", "cpu",
                                       "--no-latency", "-q", "--batch", "2"])
