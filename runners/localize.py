@@ -31,13 +31,13 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in \S+\n\s*(?P
 
 
 def source_line(stack_trace: str | None) -> str | None:
-    """``file.py:LINE: code`` of the first frame outside torch in an exporter stack trace."""
+    """``file.py:LINE: code`` of the innermost frame outside torch in an exporter stack trace."""
     frames = list(_FRAME.finditer(stack_trace or ""))
     user = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]] or frames
     if not user:
         return None
-    first = user[0]
-    return f"{first['file']}:{first['line']}: {first['code'].strip()}"
+    inner = user[-1]  # the innermost user frame: the line that made the op
+    return f"{inner['file']}:{inner['line']}: {inner['code'].strip()}"
 
 
 def _torch_values(module: Any, feeds: Mapping[str, np.ndarray], wanted: set[str], device: str,

@@ -69,10 +69,10 @@ def source_of(node: onnx.NodeProto) -> SourceLocation | None:
     if not trace:
         return None
     frames = _FRAME.findall(trace)
-    user = [f for f in frames if not _LIBRARY.search(f[0])] or frames
+    user = [f for f in frames if not _LIBRARY.search(f[0])] or frames[:1]
     if not user:
         return None
-    file, line = user[0]
+    file, line = user[-1]  # the innermost user frame: the line that made this op, not its caller
     return SourceLocation(file=file, line=int(line), module=_module_of(props))
 
 

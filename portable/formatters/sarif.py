@@ -21,7 +21,10 @@ _INFO_URI = "https://github.com/portable-onnx/portable"
 
 
 def _rules() -> list[dict[str, Any]]:
-    return [
+    """Every rule's metadata: the model rules, then the pre-export rules (PORT101+)."""
+    from portable.exporters.rules import PRECHECK_RULES  # no torch: plain records
+
+    model = [
         {
             "id": rule.id,
             "name": rule.name,
@@ -33,6 +36,18 @@ def _rules() -> list[dict[str, Any]]:
         }
         for rule in ALL_RULES
     ]
+    pre = [
+        {
+            "id": rule.id,
+            "name": rule.name,
+            "shortDescription": {"text": f"pre-export: {rule.name}"},
+            "help": {"text": rule.hint},
+            "defaultConfiguration": {"level": _LEVEL[rule.severity]},
+            "properties": {"tags": ["portability", "pytorch"]},
+        }
+        for rule in PRECHECK_RULES.values()
+    ]
+    return model + pre
 
 
 def _location(finding: Finding, artifact: int, path: str) -> dict[str, Any]:
@@ -56,7 +71,8 @@ class SarifFormatter(Formatter):
         return json.dumps(self.to_dict(reports), indent=2) + "\n"
 
     def to_dict(self, reports: Sequence[ValidationReport]) -> dict[str, Any]:
-        index = {r.id: i for i, r in enumerate(ALL_RULES)}
+        rules = _rules()
+        index = {r["id"]: i for i, r in enumerate(rules)}
         results, notes = [], []
         for artifact, report in enumerate(reports):
             if report.error is not None:
@@ -75,7 +91,7 @@ class SarifFormatter(Formatter):
                                                    "physicalLocation": {"artifactLocation": {"uri": report.path, "index": artifact}}}]
                 results.append(result)
         run = {
-            "tool": {"driver": {"name": "portable", "version": __version__, "informationUri": _INFO_URI, "rules": _rules()}},
+            "tool": {"driver": {"name": "portable", "version": __version__, "informationUri": _INFO_URI, "rules": rules}},
             "artifacts": [{"location": {"uri": r.path}} for r in reports],
             "invocations": [{"executionSuccessful": not notes, "toolExecutionNotifications": notes}],
             "results": results,

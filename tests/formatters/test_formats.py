@@ -105,3 +105,19 @@ def test_json_schema(reports):
     assert data["summary"] == {"models": 4, "passed": 2, "failed": 1, "unreadable": 1,
                                "errors": 1, "warnings": 2, "info": 0}
     assert data["exit_code"] == 3
+
+
+def test_pre_export_findings_render_in_every_format():
+    """precheck/export reports carry PORT101+ findings and no rule list: every format copes."""
+    from portable.exporters.rules import precheck_finding
+    from portable.findings import SourceLocation
+
+    finding = precheck_finding("PORT101", "data-dependent branch", SourceLocation("models/branchy.py", 18))
+    report = ValidationReport(path="models/branchy.py:build", policy=Policy(), findings=(finding,))
+    for fmt in FORMATS:
+        assert "PORT101" in get_formatter(fmt).render([report])
+    sarif = json.loads(get_formatter("sarif").render([report]))["runs"][0]
+    result = sarif["results"][0]
+    assert sarif["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "PORT101"
+    case = ET.fromstring(get_formatter("junit").render([report])).find("testsuite/testcase")
+    assert case.get("name") == "PORT101 data-dependent-branch" and case.find("failure") is not None

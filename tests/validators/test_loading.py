@@ -69,3 +69,30 @@ def test_external_data_is_never_opened(tmp_path):
     finally:
         os.chdir(cwd)
     assert {f.rule_id for f in report.findings} == {"PORT010"}
+
+
+def _external_constant(location: str) -> onnx.ModelProto:
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4] x) => (float[batch, 4] y) {
+      w = Constant <value = float[4] {1.0, 2.0, 3.0, 4.0}> ()
+      y = Mul(x, w)
+    }""")
+    tensor = model.graph.node[0].attribute[0].t
+    tensor.ClearField("float_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", location
+    return model
+
+
+def test_external_data_in_a_constant_attribute_is_never_opened(tmp_path):
+    """The checker must not see the path either: it would stat it (relative to the cwd)."""
+    os.mkfifo(tmp_path / "const.bin")
+    path = save(_external_constant("const.bin"), tmp_path / "model.onnx")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        report = validate(path)
+    finally:
+        os.chdir(cwd)
+    assert {f.rule_id for f in report.findings} == {"PORT010"}, [f.message for f in report.findings]

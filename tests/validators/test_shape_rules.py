@@ -52,3 +52,18 @@ def test_port009_reports_batch_expressions_as_static():
     }""")
     report = validate(model, Policy(select=("PORT009", "PORT007")))
     assert report.findings == ()
+
+
+def test_source_is_the_innermost_user_frame():
+    """A node made inside a submodule points at the submodule's line, not the caller's."""
+    from portable.validators.graphs import source_of
+
+    node = onnx.helper.make_node("Relu", ["x"], ["y"])
+    trace = ('File "models/net.py", line 57, in forward\n    x = self.block(x)\n'
+             'File "models/blocks.py", line 38, in forward\n    return torch.relu(self.fc(x))\n'
+             'File "site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n    return forward_call(*args)\n')
+    for key, value in (("pkg.torch.onnx.stack_trace", trace), ("pkg.torch.onnx.name_scopes", "['', 'block', 'relu']")):
+        prop = node.metadata_props.add()
+        prop.key, prop.value = key, value
+    source = source_of(node)
+    assert (source.file, source.line, source.module) == ("models/blocks.py", 38, "block")

@@ -18,6 +18,7 @@ import onnx
 
 from portable.findings import Finding, Severity
 from portable.validators.context import ModelContext
+from portable.validators.graphs import iter_scopes
 from portable.validators.rules.base import Rule
 from portable.validators.rules.port010_self_contained import external_tensors
 
@@ -100,7 +101,30 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     inputs = {v.name for v in graph.input}
     graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                        for t, out in zip(tensors, gone) if out and t.name not in inputs)
+    _inline_other_external(copy)
     return copy
+
+
+def _inline_other_external(model: onnx.ModelProto) -> None:
+    """External tensors that are not main-graph initializers (``Constant`` attributes,
+    subgraph or sparse initializers) get zero bytes of their size in place of the path, so
+    the checker never stats it. PORT010 reports them; their values never matter here."""
+    for scope in iter_scopes(model):
+        body = scope.body
+        tensors = []
+        if isinstance(body, onnx.GraphProto):
+            tensors += [*body.initializer, *(s.values for s in body.sparse_initializer)]
+        for node in body.node:
+            for attr in node.attribute:
+                tensors += [attr.t] if attr.type == onnx.AttributeProto.TENSOR else list(attr.tensors)
+        for tensor in tensors:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+                del tensor.external_data[:]
+                tensor.data_location = onnx.TensorProto.DEFAULT
+                count = 1
+                for d in tensor.dims:
+                    count *= max(d, 0)
+                tensor.raw_data = bytes(min(count * _BYTES_PER_ELEMENT.get(tensor.data_type, 1), 1 << 26))
 
 
 def _movable(ctx: ModelContext, external: set[str]) -> set[int]:
