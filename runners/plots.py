@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from portable.io import atomic_write_bytes
 from portable.runners.comparator import HISTOGRAM_EDGES
 from portable.runners.report import CompareReport
 
 __all__ = ["error_plot", "latency_plot", "write_plots"]
 
+
+
+def _save(fig, path: Path) -> None:
+    """Render to memory, then write atomically: a report folder never holds half a PNG."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
 
 def _pyplot():  # type: ignore[no-untyped-def]
     import matplotlib
@@ -39,8 +52,7 @@ def latency_plot(report: CompareReport, path: Path) -> bool:
     ax.set_title("Latency per runner and batch size")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -64,8 +76,7 @@ def error_plot(report: CompareReport, path: Path) -> bool:
     ax.set_title("Error distribution per output")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 

@@ -6,6 +6,7 @@ torch and onnxruntime are imported inside the commands, never at import time, so
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -79,8 +80,9 @@ def _print_text(report: Any, output: str | None) -> None:
     from portable.runners.render import render_rich
 
     if output:
-        with open(output, "w", encoding="utf-8") as handle:
-            render_rich(report, Console(file=handle, width=200, force_terminal=False))
+        buffer = io.StringIO()
+        render_rich(report, Console(file=buffer, width=200, force_terminal=False))
+        atomic_write_text(output, buffer.getvalue())
     else:
         render_rich(report, Console(width=max(160, Console().width)))
 
@@ -162,18 +164,22 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     timing = _timing(no_latency, warmup_ms, iterations, duration_ms)
     table = parse_overrides(atol, rtol, tf32=tf32)
     budgets = parse_latency_budgets(latency_budgets), parse_error_budgets(error_budgets)
+    if no_latency and latency_budgets:
+        raise UsageError("--max-latency-ms needs the latency phase: drop --no-latency")
+    sizes, axes, ints = _batches(batch), parse_dims(dims), parse_int_range(int_range)  # before importing torch
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     try:
         result = run_compare(model, loaded.module, example_inputs=loaded.example_inputs, device=device,
                              compile_mode=None if no_compile else compile_mode, providers=providers,
-                             batches=_batches(batch), inputs=inputs, dims=parse_dims(dims),
-                             int_range=parse_int_range(int_range), seed=seed, tf32=tf32, tolerances=table,
-                             timing=timing, localize=localize, reference_name=reference, progress=say)
+                             batches=sizes, inputs=inputs, dims=axes, int_range=ints, seed=seed, tf32=tf32,
+                             tolerances=table, timing=timing, localize=localize, reference_name=reference,
+                             progress=say)
     finally:
         if status is not None:
             status.stop()
-    checks = _check_budgets(result, *budgets)
+    # Budgets judge a run that completed; a failed one is reported as it is (exit 1 or 3).
+    checks = _check_budgets(result, *budgets) if result.passed else ()
     if report_path:
         _write_markdown(result, report_path)
     if fmt == "json":

@@ -46,7 +46,8 @@ def test_error_budget_below_and_above_the_measurement(cnn_scaled_onnx: Path) -> 
     (["--max-latency-ms", "p42=3"], "--max-latency-ms"),
     (["--max-latency-ms", "p50=fast"], "not a number"),
     (["--max-error", "-1"], "must be positive"),
-    (["--no-latency", "--max-latency-ms", "p50=3"], "no latency measured"),
+    (["--no-latency", "--max-latency-ms", "p50=3"], "drop --no-latency"),
+    (["--max-latency-ms", "nosuch:p50=3"], "no latency measured"),
     (["--max-error", "nosuch=1"], "no ONNX Runtime vs eager comparison"),
 ])
 def test_bad_budgets_are_usage_errors(cnn_onnx: Path, args: list[str], message: str) -> None:
