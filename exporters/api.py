@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,21 @@ def export(module: Any, example_inputs: Any, path: str | Path, batch: str | int 
     job = _job(module, example_inputs, path, batch, precision, policy, input_names, root, spec)
     from portable.exporters.pipeline import run
 
-    training = job.module.training
-    job.module.eval()
-    try:
+    with eval_mode(job.module):
         return run(job, phases or Phases(quiet), verify=verify, force=force)
+
+
+@contextlib.contextmanager
+def eval_mode(module: Any) -> Iterator[None]:
+    """``module.eval()`` for the duration, then each submodule's own mode back (a frozen
+    eval-mode child of a training model stays in eval)."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield
     finally:
-        job.module.train(training)
+        for sub, training in modes:
+            sub.training = training
 
 
 def _job(module: Any, example_inputs: Any, path: str | Path, batch: str | int, precision: str,

@@ -12,6 +12,7 @@ from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.verify import Parity, verify_parity
 from portable.exporters.writer import check_size, check_target, write_atomic, write_json
+from portable.errors import InternalError
 from portable.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -38,12 +39,18 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
     if verify:
         with phases.phase("verify"):
             parity = _verify(job, data, report)
+    existed = job.path.exists()
     with phases.phase("write"):
         write_atomic(job.path, data, force)
     manifest = build_manifest(proto, file=job.path.name, fingerprint=print_, size=len(data), precision=job.precision,
                               batch=job.batch, policy=job.policy, report=report.to_dict(),
                               parity=parity.to_dict() if parity else None, timings=phases.timings, spec=job.spec)
-    write_json(job.path.with_name(job.path.name + ".json"), manifest)
+    try:
+        write_json(job.path.with_name(job.path.name + ".json"), manifest)
+    except BaseException:
+        if not existed:  # no new model without its manifest
+            job.path.unlink(missing_ok=True)
+        raise
     return ExportResult(job.path, print_, report, dict(phases.timings), parity, manifest)
 
 
@@ -73,6 +80,8 @@ def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> Validation
     from portable.validators import validate_proto
 
     report = validate_proto(proto, str(job.path), job.policy, size=size)
+    if report.error is not None:  # a rule crashed: portable's failure, not the model's (exit 3)
+        raise InternalError(f"validating the export failed: {report.error}", path=str(job.path))
     if not report.ok:
         failing = report.failing()
         first = failing[0].message if failing else (report.error or "validation failed")

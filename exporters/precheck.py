@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from portable.exporters.api import eval_mode
 from portable.exporters.capture import CaptureFailed, capture
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.provenance import relative_file, user_frame
@@ -32,8 +33,7 @@ def precheck(module: Any, example_inputs: Any, batch: str | int = "dynamic", *, 
     """Findings about ``module``'s Python code, as a report the formatters render."""
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     base = Path(root or Path.cwd()).resolve()
-    module.eval()
-    with quiet_torch():
+    with eval_mode(module), quiet_torch():
         findings = _capture_findings(module, args, batch, base, names)
         if graph_breaks:
             findings += _new_breaks(findings, graph_break_findings(module, args, base))

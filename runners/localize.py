@@ -33,7 +33,8 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in \S+\n\s*(?P
 def source_line(stack_trace: str | None) -> str | None:
     """``file.py:LINE: code`` of the innermost frame outside torch in an exporter stack trace."""
     frames = list(_FRAME.finditer(stack_trace or ""))
-    user = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]] or frames
+    user = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]
+            and not f["file"].startswith("<")] or frames
     if not user:
         return None
     inner = user[-1]  # the innermost user frame: the line that made the op

@@ -15,8 +15,9 @@ __all__ = ["GraphScope", "iter_scopes", "node_label", "source_of"]
 Body = onnx.GraphProto | onnx.FunctionProto
 
 # Frames of torch, onnxscript and the standard library say nothing about the user's model.
-# (The exporter writes library frames as ``site-packages/...`` and ``<stdlib>/...``.)
-_LIBRARY = re.compile(r"(site-packages|dist-packages|^<stdlib>/|/torch/|/onnxscript/|/lib/python3\.\d+/)")
+# (The exporter writes library frames as ``site-packages/...`` and ``<stdlib>/...``; frames of
+# generated code, such as torch.fx's ``<eval_with_key>.5``, are no one's source either.)
+_LIBRARY = re.compile(r"(site-packages|dist-packages|^<|/torch/|/onnxscript/|/lib/python3\.\d+/)")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
