@@ -40,5 +40,3 @@ class Phases:
         if self._console is not None:
             self._console.print(f"{mark} {name:<13} {elapsed:6.2f} s", highlight=False)
 
-    def add(self, name: str, seconds: float) -> None:
-        self.timings[name] = round(seconds, 4)

@@ -10,11 +10,12 @@ import onnx_ir as ir
 
 from portable.errors import FindingsError, UsageError
 from portable.io import atomic_write_bytes
+from portable.validators.loading import PROTOBUF_LIMIT as MESSAGE_LIMIT
 
 __all__ = ["PROTOBUF_LIMIT", "check_size", "check_target", "weights_bytes", "write_atomic", "write_json"]
 
 # protobuf refuses to serialize a message of 2 GiB or more ("Failed to serialize proto").
-PROTOBUF_LIMIT = 2 * 1024**3 - 64 * 1024**2  # room for the graph itself
+PROTOBUF_LIMIT = MESSAGE_LIMIT - 64 * 1024**2  # room for the graph itself beside the weights
 
 
 def weights_bytes(model: ir.Model) -> int:

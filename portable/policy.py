@@ -174,16 +174,20 @@ def policy_from_mapping(table: Mapping[str, Any], *, source: str = "mapping") ->
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """The nearest ``pyproject.toml`` with a ``[tool.portable]`` table, from ``start`` upwards."""
+    """The nearest ``pyproject.toml`` with a ``[tool.portable]`` table, from ``start`` upwards.
+    A ``pyproject.toml`` that is not valid TOML is a configuration error, not silently skipped."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                return None
-            return candidate if "portable" in data.get("tool", {}) else None
+        if not candidate.is_file():
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{candidate} is not valid TOML: {exc}") from None
+        tool = data.get("tool")
+        if isinstance(tool, Mapping) and "portable" in tool:
+            return candidate
     return None
 
 
@@ -200,9 +204,10 @@ def load_policy(config: str | Path | None = None, *, discover: bool = True) -> P
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("portable") if "tool" in data else data
-    if table is None:
-        table = {}
+    tool = data.get("tool")
+    if "tool" in data and not isinstance(tool, Mapping):
+        raise ConfigError(f"'tool' in {path} must be a table")
+    table = tool.get("portable", {}) if isinstance(tool, Mapping) else data
     if not isinstance(table, Mapping):
         raise ConfigError(f"[tool.portable] in {path} must be a table")
     return policy_from_mapping(table, source=str(path))

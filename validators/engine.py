@@ -17,6 +17,7 @@ from portable.findings import Finding
 from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.context import ModelContext
+from portable.validators.lean import release
 from portable.validators.loading import load_model_file
 from portable.validators.rules import ALL_RULES, Rule
 
@@ -148,7 +149,10 @@ def validate(model: str | Path | onnx.ModelProto | Any, policy: Policy | None = 
         except InputError as exc:
             return ValidationReport(path=str(model), policy=policy, error=exc.message,
                                     rules=tuple(r.id for r in select_rules(policy)))
-        return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size)
+        try:
+            return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size)
+        finally:
+            release(loaded.proto)  # the memory map of a lean parse
     if isinstance(model, onnx.ModelProto):
         return validate_proto(model, name or "<memory>", policy)
     import onnx_ir as ir

@@ -29,10 +29,6 @@ class GraphScope:
     body: Body
     is_function: bool = False
 
-    @property
-    def nodes(self) -> list[onnx.NodeProto]:
-        return list(self.body.node)
-
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
     """The node's name, or a stable stand-in for an unnamed node."""

@@ -111,6 +111,13 @@ def lean_of(proto: onnx.ModelProto) -> LeanModel | None:
     return lean if lean is not None and lean.proto is proto else None
 
 
+def release(proto: onnx.ModelProto) -> None:
+    """Forget ``proto``'s lean state and unmap its file (once its validation is done)."""
+    lean = _REGISTRY.pop(id(proto), None)
+    if lean is not None and lean.proto is proto:
+        lean.buffer.close()
+
+
 def _remember(lean: LeanModel) -> LeanModel:
     _REGISTRY[id(lean.proto)] = lean
     while len(_REGISTRY) > _REGISTRY_SIZE:

@@ -8,32 +8,21 @@ from typing import Any
 import click
 
 from portable.cli.options import config_options, policy_from_options, quiet_option
+from portable.formatters import FORMATS, get_formatter
 
 __all__ = ["export", "precheck"]
 
-_FORMATS = ("text", "json", "junit", "sarif", "github")
 
 input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
                             help="A model input (repeat in forward's order). Default: the SPEC's example inputs.")
 batch_option = click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
                             help="dynamic: dim 0 of every input and output is the symbol 'batch'; N: fully static.")
-format_option = click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
+format_option = click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
                              help="How to print the result or the findings.")
 
 
 def _render(report: Any, fmt: str) -> str:
-    """The report through portable's formatters when present, else one line per finding."""
-    try:
-        from portable.formatters import get_formatter
-    except ImportError:
-        get_formatter = None
-    if get_formatter is not None:
-        return get_formatter(fmt).render([report])
-    if fmt == "json":
-        return json.dumps(report.to_dict(), indent=2)
-    lines = [f"{f.location.source or report.path}: {f.severity.value} {f.rule_id} {f.rule_name}: {f.message}"
-             f" (fix: {f.hint})" for f in report.findings]
-    return "\n".join(lines + [f"{report.path}: {report.counts['error']} error(s), {report.counts['warning']} warning(s)"])
+    return get_formatter(fmt).render([report])
 
 
 @click.command()

@@ -11,6 +11,7 @@ import click
 from portable.baseline import Baseline, BaselineEntry
 from portable.cli.options import config_options, output_option, policy_from_options
 from portable.discovery import collect_models
+from portable.errors import UsageError
 from portable.formatters import FORMATS, get_formatter
 from portable.formatters.text import TextFormatter
 from portable.io import atomic_write_text
@@ -87,6 +88,8 @@ def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...]
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
     has, 3 when a model cannot be read.
     """
+    if baseline and write_baseline:
+        raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
     policy = policy_from_options(config, select, ignore, strict, ort)
     accepted = Baseline.read(baseline) if baseline else None
     streaming = fmt == "text" and output is None and accepted is None and not write_baseline

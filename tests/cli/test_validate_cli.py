@@ -94,6 +94,8 @@ def test_config_file_changes_the_policy(run, fixture_file, tmp_path):
     ("max-size = \"lots\"\n", "max-size"),
     ("allowed-dtypes = [\"float99\"]\n", "allowed-dtypes"),
     ("severity = { PORT004 = \"fatal\" }\n", "severity.PORT004"),
+    ("tool = 1\n", "'tool'"),
+    ("[tool.portable]\nselect = \"PORT999\"\n", "PORT999"),
 ])
 def test_bad_config_is_usage_error_naming_the_key(run, fixture_file, tmp_path, body, key):
     config = tmp_path / "bad.toml"
@@ -108,6 +110,19 @@ def test_pyproject_table_is_discovered(run, fixture_file, tmp_path, monkeypatch)
     path = str(fixture_file("PORT012", "bad"))
     monkeypatch.chdir(tmp_path)
     assert run("validate", path).exit_code == 0
+
+
+def test_discovery_skips_a_pyproject_without_the_table(run, fixture_file, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.portable]\nignore = ["PORT012"]\n')
+    inner = tmp_path / "pkg"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    path = str(fixture_file("PORT012", "bad"))
+    monkeypatch.chdir(inner)
+    assert run("validate", path).exit_code == 0
+    (inner / "pyproject.toml").write_text("[project\n")
+    broken = run("validate", path)
+    assert broken.exit_code == 2 and "not valid TOML" in broken.output
 
 
 def test_rules_and_explain(run):
