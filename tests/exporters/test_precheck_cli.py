@@ -71,3 +71,33 @@ def test_fp16_variant_records_its_precision(tmp_path):
     result = export_spec(f"{ROOT}/fixtures/models/cnn.py:build", tmp_path / "cnn16.onnx", precision="fp16")
     assert result.manifest["precision"] == "fp16" and result.manifest["inputs"][0]["dtype"] == "float16"
     assert result.parity.ok
+
+
+BF16_MLP = """import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)).eval(), (torch.randn(2, 8),)
+"""
+
+
+def test_bf16_variant_exports_and_says_why_parity_was_skipped(tmp_path):
+    from portable.exporters.spec_export import export_spec
+
+    (tmp_path / "mlp.py").write_text(BF16_MLP)
+    result = export_spec(f"{tmp_path}/mlp.py:build", tmp_path / "mlp.onnx", precision="bf16")
+    assert result.manifest["precision"] == "bf16" and result.manifest["inputs"][0]["dtype"] == "bfloat16"
+    assert result.parity.ok and "no bf16 kernel" in result.parity.skipped
+
+
+def test_bf16_conv_is_refused_at_opset_18(tmp_path):
+    """ONNX Conv takes bfloat16 only from opset 22: the export is refused and nothing is written."""
+    from portable.exporters import ExportFailed
+    from portable.exporters.spec_export import export_spec
+
+    with pytest.raises(ExportFailed) as failed:
+        export_spec(f"{ROOT}/fixtures/models/cnn.py:build", tmp_path / "cnn.onnx", precision="bf16")
+    assert any(f.rule_id == "PORT011" and "bfloat16" in f.message for f in failed.value.report.findings)
+    assert list(tmp_path.iterdir()) == []
