@@ -16,7 +16,7 @@ __all__ = ["latency_rows", "markdown_table", "parity_rows", "render_markdown", "
 PARITY_HEADER = ("pair", "batch", "output", "max abs", "max rel", "mean abs", "p99 abs", "cosine",
                  "beyond tol", "non-finite", "atol/rtol", "result")
 LATENCY_HEADER = ("runner", "batch", "p50 ms", "p90 ms", "p99 ms", "mean ms", "stdev ms", "CV", "samples/s",
-                  "iters", "peak mem", "first result s")
+                  "back-to-back ms/call", "iters", "peak mem", "first result s")
 
 
 def _num(value: float | None, spec: str = ".3g") -> str:
@@ -56,7 +56,7 @@ def latency_rows(report: CompareReport) -> list[tuple[str, ...]]:
         s = r.stats
         rows.append((r.runner, str(r.batch), f"{s.p50_s * 1e3:.3f}", f"{s.p90_s * 1e3:.3f}", f"{s.p99_s * 1e3:.3f}",
                      f"{s.mean_s * 1e3:.3f}", f"{s.stdev_s * 1e3:.3f}", f"{s.cv:.3f}", f"{s.throughput:.1f}",
-                     str(s.iterations), _bytes(r.peak_memory_bytes), _num(firsts.get(r.runner, {}).get(r.batch))))
+                     "-" if r.pipelined_s is None else f"{r.pipelined_s * 1e3:.3f}", str(s.iterations), _bytes(r.peak_memory_bytes), _num(firsts.get(r.runner, {}).get(r.batch))))
     return rows
 
 

@@ -52,11 +52,12 @@ class LatencyResult:
     timer: str  # "cuda_events" | "perf_counter"
     peak_memory_bytes: int | None
     memory_kind: str  # "cuda_max_memory_allocated" | "rss_growth"
+    pipelined_s: float | None = None  # seconds per call, calls back to back (median of blocks)
 
     def to_dict(self) -> dict[str, Any]:
         return {"runner": self.runner, "batch": self.batch, "timer": self.timer,
                 "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind,
-                **self.stats.to_dict()}
+                "pipelined_s": self.pipelined_s, **self.stats.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-__all__ = ["CudaEventTimer", "HostTimer", "Timer", "TimingConfig", "measure"]
+__all__ = ["CudaEventTimer", "HostTimer", "Timer", "TimingConfig", "measure", "measure_pipelined"]
 
 Step = Callable[[], object]
 
@@ -39,11 +39,12 @@ class TimingConfig:
 
 
 class Timer(Protocol):
-    """Times one call of ``step``, synchronised with the device; returns seconds."""
+    """Times ``calls`` back-to-back calls of ``step``, synchronised with the device once at
+    the end; returns seconds. ``calls=1`` is one synchronous request."""
 
     name: str
 
-    def time(self, step: Step) -> float: ...
+    def time(self, step: Step, calls: int = 1) -> float: ...
 
 
 class HostTimer:
@@ -54,9 +55,10 @@ class HostTimer:
     def __init__(self, synchronize: Callable[[], None] = lambda: None) -> None:
         self._synchronize = synchronize
 
-    def time(self, step: Step) -> float:
+    def time(self, step: Step, calls: int = 1) -> float:
         start = time.perf_counter()
-        step()
+        for _ in range(calls):
+            step()
         self._synchronize()
         return time.perf_counter() - start
 
@@ -73,9 +75,10 @@ class CudaEventTimer:
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
 
-    def time(self, step: Step) -> float:
+    def time(self, step: Step, calls: int = 1) -> float:
         self._start.record()
-        step()
+        for _ in range(calls):
+            step()
         self._end.record()
         self._end.synchronize()
         return self._start.elapsed_time(self._end) / 1e3
@@ -90,6 +93,16 @@ def _run_until(step: Step, timer: Timer, iterations: int, seconds: float, cap: i
 
 
 def measure(step: Step, timer: Timer, config: TimingConfig) -> list[float]:
-    """Warm up, then return the timed samples (seconds)."""
+    """Warm up, then return the timed samples (seconds): one synchronous call each."""
     _run_until(step, timer, config.warmup_iterations, config.warmup_seconds, config.max_iterations)
     return _run_until(step, timer, config.min_iterations, config.min_seconds, config.max_iterations)
+
+
+def measure_pipelined(step: Step, timer: Timer, per_call_s: float, blocks: int = 5,
+                      block_s: float = 0.1) -> list[float]:
+    """Seconds per call when calls run back to back, as a serving loop runs them: each
+    sample is one block of calls (about ``block_s`` long) synchronised once, divided by its
+    size. Launch overhead then overlaps the previous call's work, as in
+    ``torch.utils.benchmark.Timer.blocked_autorange``; run after :func:`measure` (warm)."""
+    calls = max(1, min(10_000, round(block_s / max(per_call_s, 1e-6))))
+    return [timer.time(step, calls) / calls for _ in range(blocks)]

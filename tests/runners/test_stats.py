@@ -65,9 +65,9 @@ class FakeTimer:
         self.seconds = seconds
         self.calls = 0
 
-    def time(self, step: object) -> float:
-        self.calls += 1
-        return self.seconds + self.calls * 1e-6
+    def time(self, step: object, calls: int = 1) -> float:
+        self.calls += calls
+        return (self.seconds + self.calls * 1e-6) * calls
 
 
 def test_measure_warms_up_then_times_at_least_the_count() -> None:
@@ -96,3 +96,19 @@ def test_host_timer_synchronises_after_each_step() -> None:
     timer = HostTimer(lambda: order.append("sync"))
     assert timer.time(lambda: order.append("step")) >= 0
     assert order == ["step", "sync"]
+
+
+def test_host_timer_synchronises_once_per_block() -> None:
+    order: list[str] = []
+    timer = HostTimer(lambda: order.append("sync"))
+    timer.time(lambda: order.append("step"), calls=3)
+    assert order == ["step", "step", "step", "sync"]
+
+
+def test_pipelined_blocks_size_themselves_from_the_per_call_time() -> None:
+    from portable.runners.timing import measure_pipelined
+
+    timer = FakeTimer(0.002)
+    samples = measure_pipelined(lambda: None, timer, per_call_s=0.002, blocks=4, block_s=0.1)
+    assert timer.calls == 4 * 50  # 0.1 s blocks of 2 ms calls
+    assert len(samples) == 4 and all(s == pytest.approx(0.002, rel=0.2) for s in samples)
