@@ -68,13 +68,13 @@ def _dtype(elem_type: int, name: str) -> str:
 
 
 def graph_io(model_path: str | Path) -> tuple[list[InputSpec], list[OutputSpec]]:
-    """The graph's inputs (initializers excluded) and outputs, without loading weights."""
-    import onnx
+    """The graph's inputs (initializers excluded) and outputs, without loading weights: the
+    validators' lean loader leaves large payloads in the file (and names any unreadable file)."""
+    from portable.validators.lean import release
+    from portable.validators.loading import load_model_file
 
-    try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - any unreadable model file
-        raise InputError(f"cannot read ONNX model: {type(exc).__name__}: {exc}", path=str(model_path)) from None
+    model = load_model_file(model_path).proto
+    release(model)  # only the graph's signature is read below
     inits = {i.name for i in model.graph.initializer}
     inputs = []
     for value in model.graph.input:
