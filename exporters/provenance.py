@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 import sysconfig
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from portable.findings import SourceLocation
+from portable.frames import frames_of, innermost_user_frame
 
-__all__ = ["frames_of", "project_root", "relative_file", "relativize_trace", "user_frame"]
+__all__ = ["project_root", "relative_file", "relativize_trace", "user_frame"]
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 _MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-_LIBRARY = re.compile(r"(^site-packages/|^<stdlib>/|/torch/|/onnxscript/)")
 
 
 def project_root(start: Path) -> Path:
@@ -70,17 +70,9 @@ def relativize_trace(trace: str, root: Path) -> str:
     return re.sub(r'File "([^"]+)"', lambda m: f'File "{relative_file(m.group(1), base)}"', trace)
 
 
-def frames_of(trace: str) -> list[tuple[str, int, str | None]]:
-    """(file, line, function) for every frame in a trace, outermost first."""
-    return [(f, int(line), fn) for f, line, fn in _FRAME.findall(trace)]
-
-
 def user_frame(trace: str, root: Path, module: str | None = None) -> SourceLocation | None:
     """The innermost frame of the user's own code (else the innermost frame), relative."""
     base = str(root.resolve())
-    frames = [(relative_file(f, base), line) for f, line, _ in frames_of(trace)]
-    if not frames:
-        return None
-    user = [f for f in frames if not _LIBRARY.search(f[0]) and not f[0].startswith("<")] or frames
-    file, line = user[-1]
-    return SourceLocation(file=file, line=line, module=module)
+    frames = [replace(f, file=relative_file(f.file, base)) for f in frames_of(trace)]
+    frame = innermost_user_frame(frames)
+    return None if frame is None else SourceLocation(file=frame.file, line=frame.line, module=module)

@@ -21,24 +21,21 @@ from typing import Any
 
 import numpy as np
 
+from portable.frames import frames_of, innermost_user_frame
 from portable.runners.comparator import ErrorStats, compare_arrays
 from portable.runners.report import Localization
 from portable.runners.tolerances import ToleranceTable
 
 __all__ = ["localize_divergence", "source_line"]
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in \S+\n\s*(?P<code>[^\n]*)')
 
 
 def source_line(stack_trace: str | None) -> str | None:
-    """``file.py:LINE: code`` of the innermost frame outside torch in an exporter stack trace."""
-    frames = list(_FRAME.finditer(stack_trace or ""))
-    user = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]
-            and not f["file"].startswith("<")] or frames
-    if not user:
+    """``file.py:LINE: code`` of the innermost user frame in an exporter stack trace."""
+    frame = innermost_user_frame(frames_of(stack_trace or ""))
+    if frame is None:
         return None
-    inner = user[-1]  # the innermost user frame: the line that made the op
-    return f"{inner['file']}:{inner['line']}: {inner['code'].strip()}"
+    return f"{frame.file}:{frame.line}: {frame.code or ''}".rstrip(": ")
 
 
 def _torch_values(module: Any, feeds: Mapping[str, np.ndarray], wanted: set[str], device: str,

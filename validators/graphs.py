@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import onnx
 
 from portable.findings import Location, SourceLocation
+from portable.frames import frames_of, innermost_user_frame
 
 __all__ = ["GraphScope", "iter_scopes", "node_label", "source_of"]
 
 Body = onnx.GraphProto | onnx.FunctionProto
-
-# Frames of torch, onnxscript and the standard library say nothing about the user's model.
-# (The exporter writes library frames as ``site-packages/...`` and ``<stdlib>/...``; frames of
-# generated code, such as torch.fx's ``<eval_with_key>.5``, are no one's source either.)
-_LIBRARY = re.compile(r"(site-packages|dist-packages|^<|/torch/|/onnxscript/|/lib/python3\.\d+/)")
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 @dataclass(frozen=True)
@@ -65,12 +59,10 @@ def source_of(node: onnx.NodeProto) -> SourceLocation | None:
     trace = props.get("pkg.torch.onnx.stack_trace")
     if not trace:
         return None
-    frames = _FRAME.findall(trace)
-    user = [f for f in frames if not _LIBRARY.search(f[0])] or frames[:1]
-    if not user:
+    frame = innermost_user_frame(frames_of(trace))
+    if frame is None:
         return None
-    file, line = user[-1]  # the innermost user frame: the line that made this op, not its caller
-    return SourceLocation(file=file, line=int(line), module=_module_of(props))
+    return SourceLocation(file=frame.file, line=frame.line, module=_module_of(props))
 
 
 def _module_of(props: dict[str, str]) -> str | None:
