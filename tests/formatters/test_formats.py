@@ -71,6 +71,18 @@ def test_junit_is_xml_with_one_case_per_rule(reports):
     assert root.get("failures") == "1" and root.get("errors") == "1"
 
 
+def test_sarif_validates_against_the_sarif_2_1_0_object_model(reports):
+    from pydantic import ValidationError
+    from sarif_pydantic import Sarif
+
+    data = json.loads(get_formatter("sarif").render(reports))
+    log = Sarif.model_validate(data)
+    assert len(log.runs[0].results) == len(data["runs"][0]["results"]) == 3
+    data["runs"][0]["results"][0]["level"] = "fatal"  # the model must be able to say no
+    with pytest.raises(ValidationError):
+        Sarif.model_validate(data)
+
+
 def test_sarif_required_fields(reports):
     data = json.loads(get_formatter("sarif").render(reports))
     assert data["version"] == "2.1.0" and "$schema" in data
