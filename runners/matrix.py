@@ -105,31 +105,34 @@ def _profile(runner: OnnxRuntimeRunner) -> Placement | None:
         return parse_placement(json.load(handle), runner.provider)
 
 
-def _reference_outputs(model: str, feeds: Mapping[int, dict[str, np.ndarray]]) -> dict[int, list[np.ndarray]]:
-    with OnnxRuntimeRunner(model, CPU) as cpu:
-        return {b: cpu.infer(f) for b, f in feeds.items()}
+Outputs = dict[int, list[np.ndarray]]
 
 
 def _provider_cells(model: str, provider: str, feeds: Mapping[int, dict[str, np.ndarray]],
-                    reference: Mapping[int, list[np.ndarray]], names: list[str], dtypes: list[str],
-                    tmp: str) -> list[MatrixCell]:
+                    reference: Outputs | None, names: list[str], dtypes: list[str],
+                    tmp: str) -> tuple[list[MatrixCell], Outputs]:
+    """One provider's cells, and its outputs by batch (the CPU provider's are the reference
+    for the others: it runs once)."""
     runner = OnnxRuntimeRunner(model, provider, profile_dir=tmp)
     try:
         runner.load()
     except RunnerFailed as exc:
-        return [MatrixCell(provider, b, True, loads=False, error=str(exc)) for b in feeds]
+        return [MatrixCell(provider, b, True, loads=False, error=str(exc)) for b in feeds], {}
+    outputs: Outputs = {}
     runs: dict[int, tuple[PairComparison | None, str | None]] = {}
     for batch, feed in feeds.items():
         try:
-            got = runner.infer(feed)
+            outputs[batch] = runner.infer(feed)
         except Exception as exc:  # noqa: BLE001 - any provider failure is a matrix entry
             runs[batch] = (None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
             continue
-        runs[batch] = (compare_outputs((runner.name, got), ("ort-cpu", reference[batch]), names, dtypes, batch,
-                                       ToleranceTable()), None)
+        expected = outputs[batch] if reference is None else reference.get(batch)
+        runs[batch] = (None, "no CPU reference for this batch") if expected is None else (compare_outputs(
+            (runner.name, outputs[batch]), ("ort-cpu", expected), names, dtypes, batch, ToleranceTable()), None)
     placement = _profile(runner)
     runner.unload()
-    return [_cell(provider, b, pair, err, placement, runner.load_seconds) for b, (pair, err) in runs.items()]
+    cells = [_cell(provider, b, pair, err, placement, runner.load_seconds) for b, (pair, err) in runs.items()]
+    return cells, outputs
 
 
 def _cell(provider: str, batch: int, pair: PairComparison | None, error: str | None, placement: Placement | None,
@@ -156,22 +159,22 @@ def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None 
     names, dtypes = [o.name for o in outs], [o.dtype for o in outs]
     asked = providers if providers is None or isinstance(providers, str) else ",".join(providers)
     wanted = resolve_providers(asked, require_available=False)
-    if CPU not in wanted:
-        wanted.insert(0, CPU)
     sizes = _batches(specs, batches)
     feeds = {b: make_feeds(specs, b, seed=seed, dims=dims or {}, int_range=int_range or DEFAULT_INT_RANGE)
              for b in sizes}
-    reference = _reference_outputs(model, feeds)
     available = set(available_providers())
     cells: list[MatrixCell] = []
+    reference: Outputs | None = None
     with tempfile.TemporaryDirectory(prefix="portable-matrix-") as tmp:
-        for provider in wanted:
+        for provider in [CPU, *(p for p in wanted if p != CPU)]:  # the CPU reference first
             say(f"matrix: {short_name(provider)}")
             if provider not in available:
                 cells += [MatrixCell(provider, b, False, error="not available in this onnxruntime build")
                           for b in sizes]
                 continue
-            cells += _provider_cells(model, provider, feeds, reference, names, dtypes, tmp)
+            new, outputs = _provider_cells(model, provider, feeds, reference, names, dtypes, tmp)
+            cells += new
+            reference = outputs if provider == CPU else reference
     env = describe_environment()
     return MatrixReport(model, target or env["target"], env, tuple(cells))
 
