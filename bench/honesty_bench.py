@@ -88,8 +88,9 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     results = [one(m, args.batch, args.rounds, device) for m in args.models.split(",")]
+    met = all(r["met"] for r in results) if device == "cuda" else None  # the goal is for a GPU
     print(json.dumps({"benchmark": "honesty", "goal": f"|ratio - 1| <= {GOAL} on a GPU", "gpu": device == "cuda",
-                      "torch": torch.__version__, "results": results}, indent=2))
+                      "torch": torch.__version__, "results": results, "met": met}, indent=2))
 
 
 if __name__ == "__main__":
