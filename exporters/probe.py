@@ -16,10 +16,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+# One definition of the batch values, the folding size limit and the batch expressions,
+# shared with the validators' analysis (PORT007/PORT009).
+from portable.validators.shapes import BATCH_VALUES, SMALL_TENSOR, linear_dim
+
 __all__ = ["BATCH_VALUES", "Dims", "Probe", "linear_dim", "probe", "probes"]
 
-BATCH_VALUES = (2, 3)
-SMALL_TENSOR = 8192  # onnxscript's folder input_size_limit: nothing it could fold is left out
 
 Dims = tuple[int | None, ...]
 
@@ -86,18 +88,3 @@ def _skeleton(model: ir.Model, symbol: str | None, batch: int | None) -> ir.Mode
             if value.shape is not None and value.shape.rank() and str(value.shape[0]) == symbol:
                 value.shape = ir.Shape([batch, *value.shape[1:]])
     return clone
-
-
-def linear_dim(values: tuple[int | None, ...], symbol: str = "batch") -> int | str | None:
-    """A dim seen at :data:`BATCH_VALUES`: an int when equal, ``a*batch+c`` when linear, else None."""
-    if any(v is None for v in values):
-        return None
-    if len(set(values)) == 1:
-        return values[0]
-    (b0, b1), (d0, d1) = BATCH_VALUES, values
-    slope, rest = divmod(d1 - d0, b1 - b0)
-    if rest or slope <= 0:
-        return None
-    const = d0 - slope * b0
-    term = symbol if slope == 1 else f"{slope}*{symbol}"
-    return term if const == 0 else f"{term}{'+' if const > 0 else '-'}{abs(const)}"

@@ -25,7 +25,7 @@ from portable.validators.graphs import node_label
 if TYPE_CHECKING:
     from portable.validators.context import ModelContext
 
-__all__ = ["SHAPE_INPUTS", "FixedBatch", "ShapeAnalysis", "skeleton"]
+__all__ = ["BATCH_VALUES", "SHAPE_INPUTS", "SMALL_TENSOR", "FixedBatch", "ShapeAnalysis", "linear_dim", "skeleton"]
 
 BATCH_VALUES = (2, 3)
 # Initializers above this many elements stay out of the analysis copy (same limit as
@@ -43,6 +43,22 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
 }
 
 Dims = tuple[int | str | None, ...] | None  # None: rank unknown; a None dim: unknown dim
+
+
+def linear_dim(values: tuple[int | None, ...], symbol: str = "batch") -> int | str | None:
+    """A dim seen at :data:`BATCH_VALUES`: an int when equal, ``a*batch+c`` when it grows
+    linearly with the batch, else None. Shared by PORT009 and the exporter's value shapes."""
+    if any(not isinstance(v, int) for v in values):
+        return None
+    if len(set(values)) == 1:
+        return values[0]
+    (b0, b1), (d0, d1) = BATCH_VALUES, values
+    slope, rest = divmod(d1 - d0, b1 - b0)
+    if rest or slope <= 0:
+        return None
+    const = d0 - slope * b0
+    term = symbol if slope == 1 else f"{slope}*{symbol}"
+    return term if const == 0 else f"{term}{'+' if const > 0 else '-'}{abs(const)}"
 
 
 @dataclass(frozen=True)

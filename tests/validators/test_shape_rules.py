@@ -67,3 +67,14 @@ def test_source_is_the_innermost_user_frame():
         prop.key, prop.value = key, value
     source = source_of(node)
     assert (source.file, source.line, source.module) == ("models/blocks.py", 38, "block")
+
+
+def test_linear_dim_names_batch_expressions():
+    from portable.validators.shapes import linear_dim
+
+    assert linear_dim((9, 9)) == 9
+    assert linear_dim((8, 12)) == "4*batch"
+    assert linear_dim((11, 14)) == "3*batch+5"
+    assert linear_dim((2, 3)) == "batch"
+    assert linear_dim((5, 3)) is None  # shrinks as the batch grows: no batch expression
+    assert linear_dim((None, 3)) is None

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
 from portable.validators.rules.base import Rule
-from portable.validators.shapes import Dims
+from portable.validators.shapes import BATCH_VALUES, Dims, linear_dim
 
 __all__ = ["StaticIntermediateShapes"]
 
@@ -22,16 +22,13 @@ def _describe(runs: list[Dims]) -> tuple[str, str | None]:
         return "?", "changes rank with the batch size"
     texts = []
     for i, dim in enumerate(first):
-        values = [d[i] for d in runs]  # type: ignore[index]
+        values = tuple(d[i] for d in runs)  # type: ignore[index]
         if not all(isinstance(v, int) for v in values):
             return str(list(first)), f"dim {i} is not static ({dim or '?'})"
-        if len(set(values)) == 1:
-            texts.append(str(values[0]))
-        else:  # two batch values (2, 3) -> a * batch + c
-            a = values[1] - values[0]
-            c = values[0] - 2 * a
-            term = "batch" if a == 1 else f"{a}*batch"
-            texts.append(term if c == 0 else f"{term}{c:+d}")
+        text = linear_dim(values) if len(values) == len(BATCH_VALUES) else values[0]
+        if text is None:
+            return str(list(first)), f"dim {i} varies with the batch but not as a*batch+c ({values})"
+        texts.append(str(text))
     return "[" + ", ".join(texts) + "]", None
 
 
