@@ -43,7 +43,7 @@ class ErrorStats:
     mean_abs: float
     p99_abs: float
     cosine: float
-    beyond: int  # elements outside atol + rtol * |expected|
+    beyond: int  # elements outside atol + atol_rms * rms(expected) + rtol * |expected|
     nonfinite_actual: int
     nonfinite_expected: int
     histogram: tuple[int, ...]  # zero-error count, then one count per HISTOGRAM_EDGES decade
@@ -107,7 +107,8 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
     abs_err = np.abs(af - ef)
     nonzero = ef != 0
     rel = abs_err[nonzero] / np.abs(ef[nonzero])
-    beyond = int(np.count_nonzero(abs_err > tolerance.atol + tolerance.rtol * np.abs(ef)))
+    atol = tolerance.atol + (tolerance.atol_rms * float(np.sqrt(np.mean(ef ** 2))) if ef.size else 0.0)
+    beyond = int(np.count_nonzero(abs_err > atol + tolerance.rtol * np.abs(ef)))
     empty = abs_err.size == 0
     return ErrorStats(
         elements=int(a.size),

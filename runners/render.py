@@ -44,7 +44,7 @@ def parity_rows(report: CompareReport) -> list[tuple[str, ...]]:
             rows.append((label, str(pair.batch), out.output, _num(s.max_abs), _num(s.max_rel), _num(s.mean_abs),
                          _num(s.p99_abs), _num(s.cosine, ".6f"), f"{s.beyond} ({s.share_beyond:.2%})",
                          f"{s.nonfinite_actual}/{s.nonfinite_expected}",
-                         f"{out.tolerance.atol:g}/{out.tolerance.rtol:g}",
+                         out.tolerance.describe(),
                          "pass" if out.passed else f"FAIL{': ' + s.shape_mismatch if s.shape_mismatch else ''}"))
     return rows
 

@@ -101,3 +101,29 @@ def cnn_scaled_onnx(cnn_onnx: Path, onnx_dir: Path) -> Path:
 def encoder_eps_onnx(encoder_onnx: Path, onnx_dir: Path) -> Path:
     """The encoder with its first LayerNormalization's epsilon changed from 1e-5 to 0.1."""
     return rewrite(encoder_onnx, onnx_dir / "encoder_eps.onnx", set_float_attribute("LayerNormalization", "epsilon", 0.1))
+
+
+@pytest.fixture(scope="session")
+def encoder_fp16_onnx(models: ModuleType, onnx_dir: Path) -> Path:
+    module, example = models.encoder_fp16()
+    return Path(models.export(module, example, str(onnx_dir / "encoder_fp16.onnx"), [{0: "batch", 1: "seq"}]))
+
+
+@pytest.fixture(scope="session")
+def encoder_fp16_eps_onnx(encoder_fp16_onnx: Path, onnx_dir: Path) -> Path:
+    """The fp16 encoder with its first LayerNormalization's epsilon changed to 0.1."""
+    edit = set_float_attribute("LayerNormalization", "epsilon", 0.1)
+    return rewrite(encoder_fp16_onnx, onnx_dir / "encoder_fp16_eps.onnx", edit)
+
+
+@pytest.fixture(scope="session")
+def cnn_fp16_onnx(models: ModuleType, onnx_dir: Path) -> Path:
+    module, example = models.cnn_fp16()
+    return Path(models.export(module, example, str(onnx_dir / "cnn_fp16.onnx"), [{0: "batch"}]))
+
+
+@pytest.fixture(scope="session")
+def cnn_fp16_scaled(cnn_fp16_onnx: Path, onnx_dir: Path) -> dict[float, Path]:
+    """The fp16 CNN with its second convolution's weight scaled by 1.01 and by 1.1."""
+    return {f: rewrite(cnn_fp16_onnx, onnx_dir / f"cnn_fp16_x{f}.onnx", scale_initializer("conv2.weight", f))
+            for f in (1.01, 1.1)}

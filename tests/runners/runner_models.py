@@ -65,6 +65,23 @@ def cnn_nan() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return module, example
 
 
+def _cast(spec: tuple[nn.Module, tuple[torch.Tensor, ...]], dtype: torch.dtype) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    module, example = spec
+    return module.to(dtype), tuple(t.to(dtype) if t.is_floating_point() else t for t in example)
+
+
+def encoder_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _cast(encoder(), torch.float16)
+
+
+def encoder_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _cast(encoder(), torch.bfloat16)
+
+
+def cnn_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return _cast(cnn(), torch.float16)
+
+
 def export(module: nn.Module, example: tuple[torch.Tensor, ...], path: str, dynamic: list[dict[int, str]]) -> str:
     """Export with the dynamo exporter, opset 18, weights inside the file."""
     shapes = tuple({axis: torch.export.Dim(name) for axis, name in d.items()} for d in dynamic)

@@ -36,6 +36,17 @@ def test_within_tolerance_passes_just_beyond_fails() -> None:
     assert inside.passed and not outside.passed
 
 
+def test_rms_term_scales_the_absolute_allowance_with_the_output() -> None:
+    tol = Tolerance(0.0, 0.0, atol_rms=0.01)
+    expected = np.array([100.0, -100.0, 0.0, 0.0])  # rms 70.7: allowance 0.707 on every element
+    assert compare_arrays(expected + [0, 0, 0.7, 0], expected, tol).passed
+    assert compare_arrays(expected + [0, 0, 0.72, 0], expected, tol).beyond == 1
+    small = expected / 100  # the same relative error on an output 100x smaller: same verdicts
+    assert compare_arrays(small + [0, 0, 0.007, 0], small, tol).passed
+    assert not compare_arrays(small + [0, 0, 0.0072, 0], small, tol).passed
+    assert tol.describe() == "0+0.01*rms/0" and TOL.describe() == "0.0001/0.001"
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_nonfinite_on_either_side_fails(bad: float) -> None:
     broken = EXPECTED.copy()
@@ -71,6 +82,8 @@ def test_tolerance_defaults_overrides_and_tf32() -> None:
     assert table.for_output("logits", "float32") == Tolerance(0.5, 1e-3, "user")
     assert table.for_output("scores", "float32") == Tolerance(1e-2, 0.0, "user")
     assert parse_overrides([], []).for_output("x", "float16") == DEFAULT_TOLERANCES["float16"]
+    assert DEFAULT_TOLERANCES["float16"].atol_rms > 0 and DEFAULT_TOLERANCES["float32"].atol_rms == 0
+    assert parse_overrides(["1e-3"], []).for_output("x", "float16") == Tolerance(1e-3, 1e-2, "user")  # no rms term
     assert parse_overrides([], [], tf32=True).for_output("x", "float32") == TF32_TOLERANCE
     assert parse_overrides([], []).for_output("ids", "int64").atol == 0.0
     with pytest.raises(UsageError):
