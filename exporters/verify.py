@@ -9,11 +9,14 @@ from typing import Any
 import numpy as np
 
 from portable.exporters.inputs import random_like, with_batch
+from portable.runners.comparator import compare_arrays
+from portable.runners.tolerances import DEFAULT_TOLERANCES, Tolerance
 
 __all__ = ["TOLERANCES", "Parity", "verify_parity"]
 
-# precision -> (rtol, atol)
-TOLERANCES = {"fp32": (1e-3, 1e-4), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
+# precision -> the tolerance `portable compare` uses for that dtype (measured: runners/tolerances.py)
+TOLERANCES: dict[str, Tolerance] = {"fp32": DEFAULT_TOLERANCES["float32"], "fp16": DEFAULT_TOLERANCES["float16"],
+                                    "bf16": DEFAULT_TOLERANCES["bfloat16"]}
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Parity:
     max_abs_diff: float = 0.0
     rtol: float = 0.0
     atol: float = 0.0
+    atol_rms: float = 0.0  # a further absolute allowance in units of the torch output's RMS (fp16, bf16)
     message: str = ""
     skipped: str | None = None  # why the check could not run (e.g. no ONNX Runtime kernel for bf16)
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -38,7 +42,7 @@ def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Se
     """Run both runtimes at each batch size on seeded inputs shaped like ``examples``."""
     import onnxruntime as ort
 
-    rtol, atol = TOLERANCES[precision]
+    tol = TOLERANCES[precision]
     try:
         session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
@@ -47,15 +51,15 @@ def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Se
             return Parity(ok=True, skipped=f"ONNX Runtime's CPU provider has no bf16 kernel here: {first}")
         return Parity(ok=False, message=f"ONNX Runtime cannot load the exported model: {first}")
     names = [i.name for i in session.get_inputs()]
-    details = [_compare(module, session, names, examples, b, seed + k, rtol, atol) for k, b in enumerate(batches)]
+    details = [_compare(module, session, names, examples, b, seed + k, tol) for k, b in enumerate(batches)]
     worst = max((d["max_abs_diff"] for d in details), default=0.0)
     bad = [d for d in details if not d["ok"]]
     message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
-    return Parity(not bad, tuple(batches), worst, rtol, atol, message, None, details)
+    return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details)
 
 
 def _compare(module: Any, session: Any, names: list[str], examples: Sequence[Any], batch: int,
-             seed: int, rtol: float, atol: float) -> dict[str, Any]:
+             seed: int, tol: Tolerance) -> dict[str, Any]:
     import torch
 
     args = [random_like(tuple(with_batch(e, batch).shape), e.dtype, seed + i) for i, e in enumerate(examples)]
@@ -63,10 +67,10 @@ def _compare(module: Any, session: Any, names: list[str], examples: Sequence[Any
         expected = [t.float().numpy() for t in _flatten(module(*args))]
     feeds = {n: _numpy(a) for n, a in zip(names, args)}
     got = [np.asarray(o).astype(np.float32) for o in session.run(None, feeds)]
-    return _judge(batch, expected, got, rtol, atol)
+    return _judge(batch, expected, got, tol)
 
 
-def _judge(batch: int, expected: list[np.ndarray], got: list[np.ndarray], rtol: float, atol: float) -> dict[str, Any]:
+def _judge(batch: int, expected: list[np.ndarray], got: list[np.ndarray], tol: Tolerance) -> dict[str, Any]:
     if len(expected) != len(got):
         return {"batch": batch, "ok": False, "max_abs_diff": float("inf"),
                 "message": f"batch {batch}: {len(got)} outputs from ONNX Runtime, {len(expected)} from torch"}
@@ -75,10 +79,13 @@ def _judge(batch: int, expected: list[np.ndarray], got: list[np.ndarray], rtol: 
         if e.shape != g.shape:
             problems.append(f"output {i} shape {list(g.shape)} != torch {list(e.shape)}")
             continue
-        diff = float(np.max(np.abs(e.astype(np.float64) - g), initial=0.0))
-        worst = max(worst, diff)
-        if not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
-            problems.append(f"output {i} differs by up to {diff:.3g} (rtol {rtol}, atol {atol})")
+        stats = compare_arrays(g, e, tol)  # the same statistics and verdict as `portable compare`
+        worst = max(worst, stats.max_abs)
+        if stats.nonfinite_actual or stats.nonfinite_expected:
+            problems.append(f"output {i} has NaN/Inf ({stats.nonfinite_actual} from ONNX Runtime, "
+                            f"{stats.nonfinite_expected} from torch)")
+        elif not stats.passed:
+            problems.append(f"output {i} differs by up to {stats.max_abs:.3g} (atol/rtol {tol.describe()})")
     message = f"batch {batch}: " + "; ".join(problems) if problems else ""
     return {"batch": batch, "ok": not problems, "max_abs_diff": worst, "message": message}
 

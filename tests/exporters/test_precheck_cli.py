@@ -70,7 +70,23 @@ def test_fp16_variant_records_its_precision(tmp_path):
 
     result = export_spec(f"{ROOT}/fixtures/models/cnn.py:build", tmp_path / "cnn16.onnx", precision="fp16")
     assert result.manifest["precision"] == "fp16" and result.manifest["inputs"][0]["dtype"] == "float16"
-    assert result.parity.ok
+    assert result.parity.ok and result.parity.atol_rms == 2e-2  # compare's measured fp16 default
+
+
+def test_fp16_parity_check_fails_on_a_shifted_bias(tmp_path):
+    from portable.exporters.spec_export import export_spec
+    from portable.exporters.verify import verify_parity
+    from portable.spec import load_spec
+
+    export_spec(f"{ROOT}/fixtures/models/cnn.py:build", tmp_path / "cnn16.onnx", precision="fp16", verify=False)
+    loaded = load_spec(f"{ROOT}/fixtures/models/cnn.py:build")
+    module, examples = loaded.module.half(), [e.half() for e in loaded.example_inputs]
+    data = (tmp_path / "cnn16.onnx").read_bytes()
+    assert verify_parity(module, examples, data, (1, 3), "fp16").ok
+    with torch.no_grad():
+        module.head.bias.add_(0.5)
+    parity = verify_parity(module, examples, data, (1, 3), "fp16")
+    assert not parity.ok and "(atol/rtol 0.001+0.02*rms/0.01)" in parity.message
 
 
 BF16_MLP = """import torch
