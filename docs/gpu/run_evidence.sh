@@ -8,6 +8,7 @@
 #   bash docs/gpu/run_evidence.sh 5    # nvidia-h200-x2: BERT-base max-autotune b32 | fp16/bf16 raw outputs
 #                                      # (precision.py, for the tolerance analysis)
 #   bash docs/gpu/run_evidence.sh 6    # nvidia-h200-x2: fp16/bf16 compares with the measured defaults | tests
+#   bash docs/gpu/run_evidence.sh 7    # one H200, nothing beside: the fp16/bf16 compares again, for latency
 # Runs from the working tree without installing: a shim folder maps portable.runners etc.
 # to runners/ etc., as pyproject's package-dir does. Results: out/gpu/, and $OUT/evidence-STAGE.tar.gz.
 set -u
@@ -103,6 +104,12 @@ elif [ "$STAGE" = 4 ] || [ "$STAGE" = 5 ] || [ "$STAGE" = 6 ]; then
       done ) &
   fi
   wait
+elif [ "$STAGE" = 7 ]; then
+  step env 60 bash -c 'nvidia-smi -L; nproc'
+  for m in resnet50_fp16 bert_base_fp16 bert_base_bf16; do export_model "$m"; done
+  cmp resnet50-fp16 resnet50_fp16 resnet50_fp16 --batch 1,32 --compile-mode default
+  cmp bert-fp16 bert_base_fp16 bert_base_fp16 --batch 1,32 --compile-mode default
+  cmp bert-bf16 bert_base_bf16 bert_base_bf16 --batch 1,32 --compile-mode default
 elif [ "$STAGE" = smoke ]; then  # a CPU check of this script: bash docs/gpu/run_evidence.sh smoke
   export_model cnn
   cmp cnn-smoke cnn cnn --batch 1,4 --no-compile --device cpu --warmup-ms 10 --duration-ms 100
