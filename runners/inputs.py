@@ -21,9 +21,6 @@ __all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_ran
            "make_feeds",
            "parse_dims", "parse_int_range"]
 
-_ONNX_TO_NUMPY = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
-                  9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
-
 Dim = int | str | None
 
 
@@ -62,9 +59,17 @@ class OutputSpec:
 
 
 def _dtype(elem_type: int, name: str) -> str:
-    if elem_type not in _ONNX_TO_NUMPY:
+    """The NumPy dtype name of an ONNX element type the runners can feed and compare: bool, integers,
+    floats and bfloat16 (strings, complex and float8 are refused)."""
+    from onnx import helper
+
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError):
+        dtype = None
+    if dtype is None or not (dtype.kind in "biuf" or dtype.name == "bfloat16"):
         raise InputError(f"value {name!r} has an unsupported element type {elem_type}")
-    return _ONNX_TO_NUMPY[elem_type]
+    return dtype.name
 
 
 def graph_io(model_path: str | Path) -> tuple[list[InputSpec], list[OutputSpec]]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 
-from portable.errors import UsageError
+from portable.errors import InputError, UsageError
 from portable.runners.comparator import compare_arrays, compare_outputs
-from portable.runners.inputs import InputSpec, dims_from_examples, make_feeds, parse_dims, parse_int_range
+from portable.runners.inputs import (InputSpec, dims_from_examples, graph_io, make_feeds, parse_dims,
+                                     parse_int_range)
 from portable.runners.tolerances import DEFAULT_TOLERANCES, TF32_TOLERANCE, Tolerance, parse_overrides
 
 TOL = Tolerance(1e-4, 1e-3)
@@ -120,3 +124,23 @@ def test_parse_dims_and_int_range() -> None:
             parse_dims([bad])
     with pytest.raises(UsageError):
         parse_int_range("5:5")
+
+
+@pytest.mark.parametrize(("elem_type", "dtype"), [(onnx.TensorProto.FLOAT, "float32"), (onnx.TensorProto.INT64, "int64"),
+                                                  (onnx.TensorProto.BOOL, "bool"), (onnx.TensorProto.BFLOAT16, "bfloat16"),
+                                                  (onnx.TensorProto.STRING, None), (onnx.TensorProto.COMPLEX64, None),
+                                                  (onnx.TensorProto.FLOAT8E4M3FN, None)])
+def test_graph_io_dtypes_and_refusals(tmp_path: Path, elem_type: int, dtype: str | None) -> None:
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", elem_type, ["batch", 4])],
+                              [helper.make_tensor_value_info("y", elem_type, ["batch", 4])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    if dtype is None:
+        with pytest.raises(InputError, match="unsupported element type"):
+            graph_io(path)
+    else:
+        inputs, outputs = graph_io(path)
+        assert inputs[0].dtype == outputs[0].dtype == dtype and inputs[0].shape == ("batch", 4)
