@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from portable.errors import FindingsError
+from portable.errors import FindingsError, one_line
 from portable.findings import Finding
 from portable.exporters.provenance import user_frame
 from portable.exporters.rules import precheck_finding
@@ -81,7 +81,7 @@ def failure_findings(exc: BaseException, module: Any, args: tuple[Any, ...], roo
     where = _raised_at(text, root)
     if isinstance(exc, GuardOnDataDependentSymNode):
         code = _code_line(text)
-        first = text.strip().splitlines()[0]
+        first = one_line(exc, typed=False, limit=300)
         what = f"`{code}` " if code else ""
         return [precheck_finding("PORT101", f"data-dependent branch: {what}decides Python control flow from "
                                  f"tensor values, which torch.export cannot trace ({first})", where)]

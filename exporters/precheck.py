@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from portable.errors import one_line
 from portable.exporters.api import eval_mode
 from portable.exporters.capture import CaptureFailed, capture
 from portable.exporters.quiet import quiet_torch
@@ -80,7 +81,7 @@ def graph_break_findings(module: Any, args: tuple[Any, ...], root: Path) -> list
     try:
         explanation = torch._dynamo.explain(module)(*args)
     except Exception as exc:  # noqa: BLE001 - dynamo failing outright is itself worth reporting
-        return [precheck_finding("PORT102", f"torch._dynamo could not trace the model: {str(exc).splitlines()[0][:200]}")]
+        return [precheck_finding("PORT102", f"torch._dynamo could not trace the model: {one_line(exc, typed=False)}")]
     finally:
         torch._dynamo.reset()
     base = str(root)

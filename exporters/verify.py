@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from portable.errors import one_line
 from portable.exporters.inputs import random_like, with_batch
 from portable.runners.comparator import compare_arrays
 from portable.runners.tolerances import DEFAULT_TOLERANCES, Tolerance
@@ -46,7 +47,7 @@ def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Se
     try:
         session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        first = one_line(exc, typed=False)
         if precision == "bf16" and "NOT_IMPLEMENTED" in str(exc):  # the CPU provider lacks bf16 kernels
             return Parity(ok=True, skipped=f"ONNX Runtime's CPU provider has no bf16 kernel here: {first}")
         return Parity(ok=False, message=f"ONNX Runtime cannot load the exported model: {first}")

@@ -16,6 +16,7 @@ __all__ = [
     "InternalError",
     "PortableError",
     "UsageError",
+    "one_line",
 ]
 
 
@@ -70,3 +71,20 @@ class FindingsError(PortableError):
     """The work ran, but what it found fails the contract (exit 1)."""
 
     exit_code = ExitCode.FINDINGS
+
+
+def one_line(exc: BaseException, *, limit: int = 200, typed: bool = True) -> str:
+    """``Type: first line of the message`` for a one-line report; ``Type`` alone when the message is empty.
+
+    ``typed=False`` gives the first line alone (still the type's name when there is no message);
+    ``limit`` caps the message part. Never raises, whatever the exception's ``__str__`` holds.
+    """
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the original failure
+        lines = []
+    first = lines[0].strip()[:limit] if lines else ""
+    name = type(exc).__name__
+    if not first:
+        return name
+    return f"{name}: {first}" if typed else first

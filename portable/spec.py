@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from portable.errors import InputError, UsageError
+from portable.errors import InputError, UsageError, one_line
 
 __all__ = ["LoadedSpec", "load_spec", "load_weights", "parse_spec"]
 
@@ -121,7 +121,7 @@ def load_weights(module: Any, path: str | Path) -> None:
                 warnings.simplefilter("ignore")
                 state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable weights file
-        raise InputError(f"cannot read weights: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        raise InputError(f"cannot read weights: {one_line(exc)}",
                          path=str(path)) from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
@@ -130,5 +130,4 @@ def load_weights(module: Any, path: str | Path) -> None:
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise InputError(f"weights do not fit the model: {first}", path=str(path)) from None
+        raise InputError(f"weights do not fit the model: {one_line(exc, typed=False)}", path=str(path)) from None

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from portable.errors import one_line
 from portable.frames import frames_of, innermost_user_frame
 from portable.runners.comparator import ErrorStats, compare_arrays
 from portable.runners.report import Localization
@@ -114,7 +115,7 @@ def localize_divergence(model_path: str | Path, module: Any, feeds: Mapping[str,
         theirs = _torch_values(module, feeds, wanted, device, axes)
         ours = _onnx_values(path, feeds, wanted & set(theirs))
     except Exception as exc:  # noqa: BLE001 - re-export or interpretation failed: say so in the report
-        return Localization(compared=0, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")
+        return Localization(compared=0, error=one_line(exc))
     compared = 0
     for node in nodes:
         for value in node[2]:

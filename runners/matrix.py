@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import InputError
+from portable.errors import InputError, one_line
 from portable.runners.base import RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import describe_environment
@@ -124,7 +124,7 @@ def _provider_cells(model: str, provider: str, feeds: Mapping[int, dict[str, np.
         try:
             outputs[batch] = runner.infer(feed)
         except Exception as exc:  # noqa: BLE001 - any provider failure is a matrix entry
-            runs[batch] = (None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+            runs[batch] = (None, one_line(exc, limit=400))
             continue
         expected = outputs[batch] if reference is None else reference.get(batch)
         runs[batch] = (None, "no CPU reference for this batch") if expected is None else (compare_outputs(

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import UsageError
+from portable.errors import UsageError, one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
 __all__ = ["PROVIDER_ALIASES", "OnnxRuntimeRunner", "available_providers", "resolve_providers", "short_name"]
@@ -92,7 +92,8 @@ class OnnxRuntimeRunner(Runner):
         try:
             self._session = ort.InferenceSession(self.model_path, options, providers=[self.provider])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
-            raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: {_first_line(exc)}") from None
+            raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: "
+                               f"{one_line(exc, limit=400)}") from None
         self.load_seconds = time.perf_counter() - start
         got = self._session.get_providers()
         if not got or got[0] != self.provider:
@@ -108,7 +109,7 @@ class OnnxRuntimeRunner(Runner):
         try:
             return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException types
-            raise RunnerFailed(f"ONNX Runtime ({self.provider}) failed to run: {_first_line(exc)}") from None
+            raise RunnerFailed(f"ONNX Runtime ({self.provider}) failed to run: {one_line(exc, limit=400)}") from None
 
     def prepare(self, feeds: Feeds) -> Step:
         session, plain = self.session, dict(feeds)
@@ -138,7 +139,3 @@ class OnnxRuntimeRunner(Runner):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "provider": self.provider}
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
 __all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "tf32_mode"]
@@ -93,8 +94,7 @@ class EagerRunner(Runner):
         try:
             result = self._call(self._tensors(feeds))
         except Exception as exc:  # noqa: BLE001 - inductor, CUDA out of memory, a shape mismatch: this runner's failure
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise RunnerFailed(f"{self.name} failed: {type(exc).__name__}: {first}") from None
+            raise RunnerFailed(f"{self.name} failed: {one_line(exc, limit=400)}") from None
         return [_to_numpy(leaf) for leaf in _leaves(result)]
 
     def prepare(self, feeds: Feeds) -> Step:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import onnx
 
+from portable.errors import one_line
 from portable.validators.graphs import node_label
 
 if TYPE_CHECKING:
@@ -151,8 +152,7 @@ def run_fixed(ctx: ModelContext, batch: int | None, wanted: set[tuple[str, int]]
         inferred, dims = _infer(skeleton(ctx.proto, ctx.batch_symbols, batch))
         folded = _folded_inputs(inferred, wanted) if wanted else frozenset()
     except Exception as exc:  # noqa: BLE001 - a model ONNX cannot infer is a finding, not a crash
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return FixedBatch(batch=batch, error=first[:300])
+        return FixedBatch(batch=batch, error=one_line(exc, typed=False, limit=300))
     return FixedBatch(batch=batch, dims=dims, folded=folded)
 
 
