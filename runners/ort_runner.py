@@ -145,4 +145,3 @@ class OnnxRuntimeRunner(Runner):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "provider": self.provider}
-
