@@ -180,6 +180,11 @@ def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
     if plan.device == "cuda":
         notes.append("TF32 allowed on the PyTorch side (--tf32): float32 tolerances widened to the tf32 row"
                      if tf32 else "TF32 off on the PyTorch side (parity mode); --tf32 allows it with wider tolerances")
+    low = sorted({o.dtype for o in plan.outputs} & {"float16", "bfloat16"})
+    if low:
+        notes.append(f"{'/'.join(low)} outputs: the default tolerance adds a multiple of the reference output's RMS, "
+                     "since low-precision rounding grows with the output's scale; an error of about 1 % in one "
+                     "weight can stay inside it, so check parity in float32 before converting")
     notes.append("ONNX Runtime GPU providers are timed with I/O binding; host copies are not counted")
     notes.append("peak memory: torch.cuda.max_memory_allocated for CUDA runs, resident-set growth on load "
                  "and first runs for CPU runs")

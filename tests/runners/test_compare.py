@@ -44,6 +44,7 @@ def test_cnn_passes_eager_compiled_and_ort_with_latency_and_report(cnn_onnx: Pat
     assert compiled["detail"] == "default" and compiled["first_result_seconds"]["2"] > 0
     assert next(r for r in data["runners"] if r["name"] == "ort-cpu")["load_seconds"] > 0
     assert {s["runner"] for s in data["speedup"]} == {"eager", "compiled", "ort-cpu"}
+    assert not any("the default tolerance adds" in n for n in data["notes"])  # float32: no low-precision note
     text = report_md.read_text()
     assert "**Parity: PASS**" in text and "report.latency.png" in text and "report.errors.png" in text
     for png in ("report.latency.png", "report.errors.png"):

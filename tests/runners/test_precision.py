@@ -28,6 +28,7 @@ def test_fp16_export_passes_at_the_fp16_defaults(encoder_fp16_onnx: Path) -> Non
     assert all(o["tolerance"] == {"atol": 1e-3, "rtol": 1e-2, "source": "default float16", "atol_rms": 2e-2}
                for o in outputs)
     assert max(o["max_abs"] for o in outputs) > 1e-4  # real fp16 error, not a float32 run in disguise
+    assert any(n.startswith("float16 outputs: the default tolerance adds") for n in data["notes"])
 
 
 def test_fp16_changed_attribute_fails(encoder_fp16_eps_onnx: Path) -> None:
