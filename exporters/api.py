@@ -20,7 +20,7 @@ from portable.exporters.verify import Parity
 from portable.policy import Policy, load_policy
 from portable.report import ValidationReport
 
-__all__ = ["PRECISIONS", "ExportFailed", "ExportResult", "export"]
+__all__ = ["PRECISIONS", "ExportFailed", "ExportResult", "convert_precision", "export"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -113,7 +113,7 @@ def _job(module: Any, example_inputs: Any, path: str | Path, batch: str | int, p
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if input_names is not None and len(input_names) != len(args):
         raise UsageError(f"{len(input_names)} input name(s) for {len(args)} example input(s)")
-    module, args = _convert(module, args, precision)
+    module, args = convert_precision(module, args, precision)
     size = TRACE_BATCH if batch == "dynamic" else int(batch)
     args = tuple(_resize(a, size, batch) for a in args)
     policy = (policy or load_policy()).with_(batch="dynamic" if batch == "dynamic" else "static")
@@ -132,7 +132,7 @@ def _resize(arg: Any, size: int, batch: str | int) -> Any:
     return with_batch(arg, size)
 
 
-def _convert(module: Any, args: tuple[Any, ...], precision: str) -> tuple[Any, tuple[Any, ...]]:
+def convert_precision(module: Any, args: tuple[Any, ...], precision: str) -> tuple[Any, tuple[Any, ...]]:
     """fp16/bf16: a converted copy of the module, and floating inputs in that dtype."""
     import torch
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from portable.exporters.api import convert_precision  # what `portable export --precision` does
+
 
 def resnet50() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """torchvision ResNet-50, random init (seed 0), 224x224."""
@@ -52,23 +54,17 @@ def encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _test_models().encoder()
 
 
-def _cast(spec: tuple[nn.Module, tuple[torch.Tensor, ...]], dtype: torch.dtype) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """The module and its floating example inputs in ``dtype`` (what ``portable export --precision`` does)."""
-    module, example = spec
-    return module.to(dtype), tuple(t.to(dtype) if t.is_floating_point() else t for t in example)
-
-
 def resnet50_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return _cast(resnet50(), torch.float16)
+    return convert_precision(*resnet50(), "fp16")
 
 
 def bert_base_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return _cast(bert_base(), torch.float16)
+    return convert_precision(*bert_base(), "fp16")
 
 
 def bert_base_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """bf16 BERT-base: int inputs, so the seeded feeds need no bf16 array (NumPy has none)."""
-    return _cast(bert_base(), torch.bfloat16)
+    return convert_precision(*bert_base(), "bf16")
 
 
 def _test_models():  # type: ignore[no-untyped-def]

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from portable.exporters.api import convert_precision
+
 
 class TinyCNN(nn.Module):
     def __init__(self) -> None:
@@ -65,21 +67,16 @@ def cnn_nan() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return module, example
 
 
-def _cast(spec: tuple[nn.Module, tuple[torch.Tensor, ...]], dtype: torch.dtype) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    module, example = spec
-    return module.to(dtype), tuple(t.to(dtype) if t.is_floating_point() else t for t in example)
-
-
 def encoder_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return _cast(encoder(), torch.float16)
+    return convert_precision(*encoder(), "fp16")
 
 
 def encoder_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return _cast(encoder(), torch.bfloat16)
+    return convert_precision(*encoder(), "bf16")
 
 
 def cnn_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    return _cast(cnn(), torch.float16)
+    return convert_precision(*cnn(), "fp16")
 
 
 def export(module: nn.Module, example: tuple[torch.Tensor, ...], path: str, dynamic: list[dict[int, str]]) -> str:
