@@ -69,7 +69,22 @@ class RenameSymbolPass(ir.passes.InPlacePass):
         return self.pattern.sub(self.new, dim.value)  # type: ignore[union-attr]
 
 
-class FoldBatchShapesPass(ir.passes.InPlacePass):
+class _ProbedPass(ir.passes.InPlacePass):
+    """A pass that works from the model's probes at the batch sizes of ``symbol`` (None: static)."""
+
+    def __init__(self, symbol: str | None) -> None:
+        super().__init__()
+        self.symbol = symbol
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, self.apply(model, probes(model, self.symbol)))
+
+    def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
+        """Change ``model`` in place from ``found``; True when anything changed."""
+        raise NotImplementedError
+
+
+class FoldBatchShapesPass(_ProbedPass):
     """Replace runtime shape inputs by constants wherever the probes resolve them.
 
     With a static batch every resolved shape input becomes a constant. With a dynamic
@@ -79,12 +94,7 @@ class FoldBatchShapesPass(ir.passes.InPlacePass):
     and cannot be written statically (e.g. ``Expand`` of a token to the batch).
     """
 
-    def __init__(self, symbol: str | None) -> None:
-        super().__init__()
-        self.symbol = symbol
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        found = probes(model, self.symbol)
+    def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
         modified = False
         for node in list(model.graph):
             for index in SHAPE_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ():
@@ -95,7 +105,7 @@ class FoldBatchShapesPass(ir.passes.InPlacePass):
                 if shape is not None:
                     _replace_input(model.graph, node, index, shape)
                     modified = True
-        return ir.passes.PassResult(model, modified)
+        return modified
 
 
 def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray | None:
@@ -148,15 +158,10 @@ def _replace_input(graph: ir.Graph, node: ir.Node, index: int, array: np.ndarray
     node.replace_input_with(index, value)
 
 
-class StaticShapesPass(ir.passes.InPlacePass):
+class StaticShapesPass(_ProbedPass):
     """Write every intermediate value's shape: integers, or linear expressions of ``batch``."""
 
-    def __init__(self, symbol: str | None) -> None:
-        super().__init__()
-        self.symbol = symbol
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        found = probes(model, self.symbol)
+    def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
         modified = False
         for node in model.graph:
             for value in node.outputs:
@@ -167,7 +172,7 @@ class StaticShapesPass(ir.passes.InPlacePass):
                 if None not in dims:
                     value.shape = ir.Shape(dims)
                     modified = True
-        return ir.passes.PassResult(model, modified)
+        return modified
 
 
 class RelativeSourcesPass(ir.passes.InPlacePass):
