@@ -18,8 +18,8 @@ output's scale. Defaults and why (see docs/runners.md for the measurements):
   rtol 1e-2 on ResNet-50's logits (rms 25: 0.11 % of it) and 0.0075 on BERT-base's hidden
   states (rms 1: 0.75 %); 2 % of rms passes both with at least a 2.8x margin. The former
   plain 1e-3 failed both. What it cannot catch: one weight scaled by 1.01 moves these outputs
-  by 0.2-1.3 % of their rms, under the allowance, and on BERT-base no more than the correct
-  pairs differ (0.56-0.75 %): check parity in fp32 before converting.
+  by 0.2-1.3 % of their rms, under the allowance, and on BERT-base by about what correct pairs
+  differ (0.56-0.75 %), so no fp16 bound separates them: check parity in fp32 before converting.
 * bfloat16: atol 1e-2, rtol 5e-2, atol_rms 0.15. torch.compile against eager in bf16 needs
   1.1 % of rms on ResNet-50 and 7 % on BERT-base (eps 7.8e-3): 15 % leaves at least a 2.3x
   margin. A weight scaled by 1.01 is inside the noise on both: at this precision parity is a
