@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(PY) -m portable.demo
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -43,8 +43,8 @@ def write_models(folder: Path, count: int) -> int:
 
 def _block_model(index: int, blocks: int = 12, width: int = 64):
     import numpy as np
-    import onnx
-    from onnx import helper as h, numpy_helper
+    from onnx import helper as h
+    from onnx import numpy_helper
 
     rng = np.random.default_rng(index)
     nodes, inits, x = [], [], "x"

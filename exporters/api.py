@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import FindingsError, UsageError
-from portable.exporters.capture import CaptureFailed, Captured, capture
+from portable.exporters.capture import Captured, CaptureFailed, capture
 from portable.exporters.inputs import TRACE_BATCH, parse_batch, with_batch
 from portable.exporters.progress import Phases
 from portable.exporters.provenance import project_root

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import FindingsError, one_line
-from portable.findings import Finding
 from portable.exporters.provenance import user_frame
 from portable.exporters.rules import precheck_finding
+from portable.findings import Finding
 
 __all__ = ["CaptureFailed", "Captured", "capture", "dynamic_shapes", "failure_findings"]
 

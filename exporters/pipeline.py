@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from portable.errors import InternalError
 from portable.exporters.api import ExportFailed, ExportResult, _Job, capture_or_fail, specialized_inputs
 from portable.exporters.fingerprint import fingerprint
 from portable.exporters.manifest import build_manifest, stamp
@@ -12,7 +13,6 @@ from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.verify import Parity, verify_parity
 from portable.exporters.writer import check_size, check_target, write_atomic, write_json
-from portable.errors import InternalError
 from portable.report import ValidationReport
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import Any
 from portable.errors import one_line
 from portable.exporters.api import eval_mode
 from portable.exporters.capture import CaptureFailed, capture
-from portable.exporters.quiet import quiet_torch
 from portable.exporters.provenance import relative_file, user_frame
+from portable.exporters.quiet import quiet_torch
 from portable.exporters.rules import precheck_finding
 from portable.findings import Finding, SourceLocation
 from portable.policy import Policy

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import replace
 import sysconfig
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 

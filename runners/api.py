@@ -22,8 +22,15 @@ from portable.errors import InputError, UsageError
 from portable.runners.base import Feeds, Runner, RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import default_device, describe_environment
-from portable.runners.inputs import (InputSpec, OutputSpec, dims_from_examples, graph_io,
-                                     int_range_from_examples, load_npz, make_feeds)
+from portable.runners.inputs import (
+    InputSpec,
+    OutputSpec,
+    dims_from_examples,
+    graph_io,
+    int_range_from_examples,
+    load_npz,
+    make_feeds,
+)
 from portable.runners.memory import CudaPeakMemory, RssGrowth, rss_bytes
 from portable.runners.ort_runner import OnnxRuntimeRunner, resolve_providers
 from portable.runners.report import CompareReport, LatencyResult, RunnerInfo
@@ -202,7 +209,7 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
             providers: str | Sequence[str] | None = None, batches: Sequence[int] | None = None,
             inputs: str | Path | Feeds | None = None, dims: Mapping[str, int] | None = None,
             int_range: tuple[int, int] | None = None, seed: int = 0, tf32: bool = False,
-            tolerances: ToleranceTable | None = None, timing: TimingConfig | None = TimingConfig(),
+            tolerances: ToleranceTable | None = None, timing: TimingConfig | None = TimingConfig(),  # noqa: B008 - frozen
             localize: bool = False, reference_name: str = "", progress: Progress | None = None) -> CompareReport:
     """Compare ONNX Runtime (one runner per provider) with eager and compiled PyTorch.
 

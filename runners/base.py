@@ -50,14 +50,14 @@ class Runner(ABC):
     def prepare(self, feeds: Feeds) -> Step:
         """Place the inputs once and return a step that only runs the model."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027 - a no-op default, not abstract
         """Wait until work queued on the device is done (no-op on the host)."""
 
     @property
     def uses_cuda(self) -> bool:
         return self.device == "cuda"
 
-    def unload(self) -> None:
+    def unload(self) -> None:  # noqa: B027 - a no-op default, not abstract
         """Release the session / module."""
 
     def describe(self) -> dict[str, Any]:

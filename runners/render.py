@@ -56,7 +56,8 @@ def latency_rows(report: CompareReport) -> list[tuple[str, ...]]:
         s = r.stats
         rows.append((r.runner, str(r.batch), f"{s.p50_s * 1e3:.3f}", f"{s.p90_s * 1e3:.3f}", f"{s.p99_s * 1e3:.3f}",
                      f"{s.mean_s * 1e3:.3f}", f"{s.stdev_s * 1e3:.3f}", f"{s.cv:.3f}", f"{s.throughput:.1f}",
-                     "-" if r.pipelined_s is None else f"{r.pipelined_s * 1e3:.3f}", str(s.iterations), _bytes(r.peak_memory_bytes), _num(firsts.get(r.runner, {}).get(r.batch))))
+                     "-" if r.pipelined_s is None else f"{r.pipelined_s * 1e3:.3f}", str(s.iterations),
+                     _bytes(r.peak_memory_bytes), _num(firsts.get(r.runner, {}).get(r.batch))))
     return rows
 
 

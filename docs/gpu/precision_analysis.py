@@ -2,7 +2,8 @@
 
 For each model, precision, batch and pair: the error statistics ``portable compare`` reports
 (``compare_arrays``), the smallest atol that passes at the default rtol (``need_atol``, and over
-the expected output's RMS), and the verdict under the defaults and under the plain ones they replaced. Correct pairs (ORT CPU or ``torch.compile`` against eager, in
+the expected output's RMS), and the verdict under the defaults and under the plain ones they replaced.
+Correct pairs (ORT CPU or ``torch.compile`` against eager, in
 the same precision) must pass; ``bad-*`` (one weight scaled by 1.01) show what the defaults can
 still catch. ``eager vs truth`` (the fp32 model) is the precision's own error, for scale.
 
@@ -44,7 +45,7 @@ def analyse(path: Path) -> list[dict[str, Any]]:
     runners = sorted({k[0] for k in keys})
     rows = []
     for batch in sorted({int(k[2]) for k in keys}):
-        def side(name: str) -> np.ndarray:
+        def side(name: str, batch: int = batch) -> np.ndarray:
             return data[f"{name}|0|{batch}"]
 
         pairs = [(r, "eager") for r in runners if r not in ("eager", "truth")] + [("eager", "truth")]

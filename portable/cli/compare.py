@@ -156,10 +156,9 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     (or NaN/Inf on either side), 2 on bad options, 3 when something cannot run.
     """
     from portable.runners.api import compare as run_compare
+    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
     from portable.runners.inputs import parse_dims, parse_int_range
     from portable.runners.tolerances import parse_overrides
-
-    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
 
     timing = _timing(no_latency, warmup_ms, iterations, duration_ms)
     table = parse_overrides(atol, rtol, tf32=tf32)

@@ -15,8 +15,8 @@ from support import rule_fixtures
 
 from portable.formatters import FORMATS, get_formatter
 from portable.policy import Policy
-from portable.validators import validate
 from portable.report import ValidationReport
+from portable.validators import validate
 
 GOLDEN = Path(__file__).parent / "golden"
 SUFFIX = {"text": "txt", "json": "json", "junit": "xml", "sarif": "sarif", "github": "txt"}

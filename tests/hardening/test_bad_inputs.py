@@ -22,7 +22,10 @@ _spec.loader.exec_module(corpus)
 _AUDITED = textwrap.dedent("""
     import json, sys
     opened = []
-    sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and args and isinstance(args[0], (str, bytes)) else None)
+    def audit(event, args):
+        if event == "open" and args and isinstance(args[0], (str, bytes)):
+            opened.append(str(args[0]))
+    sys.addaudithook(audit)
     from portable.cli import cli
     try:
         cli.main(args=sys.argv[2:], prog_name="portable")

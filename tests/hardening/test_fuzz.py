@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import onnx
 import pytest

@@ -6,7 +6,7 @@ import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+from torch.nn import functional as F  # noqa: N812 - the usual spelling
 
 from portable.exporters.api import convert_precision
 

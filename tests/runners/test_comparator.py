@@ -10,8 +10,7 @@ import pytest
 
 from portable.errors import InputError, UsageError
 from portable.runners.comparator import compare_arrays, compare_outputs
-from portable.runners.inputs import (InputSpec, dims_from_examples, graph_io, make_feeds, parse_dims,
-                                     parse_int_range)
+from portable.runners.inputs import InputSpec, dims_from_examples, graph_io, make_feeds, parse_dims, parse_int_range
 from portable.runners.tolerances import DEFAULT_TOLERANCES, TF32_TOLERANCE, Tolerance, parse_overrides
 
 TOL = Tolerance(1e-4, 1e-3)

@@ -31,8 +31,9 @@ def _full(path: Path, policy: Policy):
     return validate_proto(proto, str(path), policy, len(data))
 
 
-def _same(path: Path, policy: Policy = Policy()) -> list[dict]:
+def _same(path: Path, policy: Policy | None = None) -> list[dict]:
     """Assert lean == full on ``path``; return the findings."""
+    policy = policy or Policy()
     lean, full = validate(path, policy), _full(path, policy)
     assert lean.error == full.error, path
     assert lean.model == full.model, path
