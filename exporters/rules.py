@@ -38,8 +38,9 @@ PRECHECK_RULES: dict[str, PrecheckRule] = {r.id: r for r in (
 
 
 def precheck_finding(rule_id: str, message: str, source: SourceLocation | None = None,
-                     value: str | None = None) -> Finding:
-    """A finding of one of the :data:`PRECHECK_RULES`, located at the user's source line."""
+                     value: str | None = None, hint: str | None = None) -> Finding:
+    """A finding of one of the :data:`PRECHECK_RULES`, located at the user's source line
+    (``hint``: a remedy known for this case, instead of the rule's general one)."""
     rule = PRECHECK_RULES[rule_id]
     location = Location(graph="torch.export", value=value, source=source)
-    return Finding(rule.id, rule.name, rule.severity, message, rule.hint, location)
+    return Finding(rule.id, rule.name, rule.severity, message, hint or rule.hint, location)
