@@ -116,6 +116,7 @@ def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray |
         return seen[0]
     if node.op_type != "Reshape" or index != 1:
         return None
+    assert node.inputs[0] is not None
     data = [p.shapes.get(node.inputs[0].name) for p in found]
     outs = [p.shapes.get(node.outputs[0].name) for p in found]
     return _batch_reshape(seen, data, outs, _allowzero(node))

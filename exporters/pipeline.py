@@ -61,6 +61,7 @@ def translate(program: Any, job: _Job) -> ir.Model:
     onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
                                      external_data=False, optimize=False, verbose=False,
                                      input_names=list(job.names) if job.names else None)
+    assert onnx_program is not None
     return onnx_program.model
 
 

@@ -32,7 +32,7 @@ class Probe:
 
     batch: int | None
     shapes: dict[str, Dims] = field(default_factory=dict)
-    inputs: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    inputs: dict[tuple[str | None, int], np.ndarray] = field(default_factory=dict)
 
 
 def probes(model: ir.Model, symbol: str | None) -> tuple[Probe, ...]:
@@ -77,7 +77,7 @@ def _skeleton(model: ir.Model, symbol: str | None, batch: int | None) -> ir.Mode
         tensor = value.const_value
         if tensor is not None and tensor.size > SMALL_TENSOR:
             graph.initializers.pop(name)
-            value.shape = value.shape or ir.Shape(tensor.shape)
+            value.shape = value.shape or ir.Shape(tensor.shape.numpy())
             value.dtype = value.dtype or tensor.dtype
             value.const_value = None
             graph.inputs.append(value)

@@ -22,7 +22,7 @@ OUT = Path("out/demo")
 def _fixture_builder():
     spec = importlib.util.spec_from_file_location("portable_rule_fixtures", Path("fixtures/rules/build.py"))
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return module
 
 

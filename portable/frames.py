@@ -42,4 +42,4 @@ def innermost_user_frame(frames: list[Frame]) -> Frame | None:
     """The innermost frame of the user's code (the line that made the op, not its caller);
     the innermost frame of all when the trace holds no user code."""
     user = [f for f in frames if not is_library(f.file)]
-    return (user or frames or [None])[-1]
+    return user[-1] if user else (frames[-1] if frames else None)

@@ -50,7 +50,7 @@ def _import_target(target: str, spec: str) -> tuple[Any, Path]:
             raise InputError(f"cannot import {target!r} (from SPEC {spec!r})")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module
-        _exec(lambda: loader_spec.loader.exec_module(module), spec)  # type: ignore[union-attr]
+        _exec(lambda: loader_spec.loader.exec_module(module), spec)
         return module, path.resolve().parent
     try:
         module = importlib.import_module(target)

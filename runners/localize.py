@@ -58,6 +58,7 @@ def _torch_values(module: Any, feeds: Mapping[str, np.ndarray], wanted: set[str]
                     else result.detach().cpu().numpy()
             return result
 
+    assert program is not None and program.exported_program is not None
     with torch.no_grad():
         Recorder(program.exported_program.module()).run(*args)
     return values

@@ -189,7 +189,7 @@ MATRIX_HEADER = ("target", "provider", "batch", "available", "loads", "first run
 
 def matrix_rows(data: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """Rows from a matrix report's ``to_dict()`` (also what ``report merge`` reads)."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in data["cells"]:
         fallback = "-" if c["nodes"] is None else f"{c['fallback_nodes']}/{c['nodes']}"
         if c.get("fallback_ops"):

@@ -23,7 +23,7 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
     atomic_write_bytes(path, buffer.getvalue())
 
-def _pyplot():  # type: ignore[no-untyped-def]
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")

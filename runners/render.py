@@ -34,7 +34,7 @@ def _bytes(value: int | None) -> str:
 
 
 def parity_rows(report: CompareReport) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for pair in report.parity:
         label = f"{pair.actual} vs {pair.expected}"
         if pair.error:
@@ -51,7 +51,7 @@ def parity_rows(report: CompareReport) -> list[tuple[str, ...]]:
 
 def latency_rows(report: CompareReport) -> list[tuple[str, ...]]:
     firsts = {r.name: r.first_result_seconds for r in report.runners}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in report.latency:
         s = r.stats
         rows.append((r.runner, str(r.batch), f"{s.p50_s * 1e3:.3f}", f"{s.p90_s * 1e3:.3f}", f"{s.p99_s * 1e3:.3f}",

@@ -16,7 +16,7 @@ and shape, so neither inference nor folding reads their bytes (or any external f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import onnx
 
@@ -53,7 +53,7 @@ def linear_dim(values: tuple[int | None, ...], symbol: str = "batch") -> int | s
         return None
     if len(set(values)) == 1:
         return values[0]
-    (b0, b1), (d0, d1) = BATCH_VALUES, values
+    (b0, b1), (d0, d1) = BATCH_VALUES, cast("tuple[int, int]", values)
     slope, rest = divmod(d1 - d0, b1 - b0)
     if rest or slope <= 0:
         return None
@@ -142,7 +142,7 @@ def _folded_inputs(model: onnx.ModelProto, wanted: set[tuple[str, int]]) -> froz
         node = remaining.get(name)
         if node is None:  # the folder replaced the whole node by a constant
             found.add((name, index))
-        elif index < len(node.inputs) and (node.inputs[index] is None or node.inputs[index].const_value is not None):
+        elif index < len(node.inputs) and ((value := node.inputs[index]) is None or value.const_value is not None):
             found.add((name, index))
     return frozenset(found)
 

@@ -18,11 +18,11 @@ def _describe(runs: list[Dims]) -> tuple[str, str | None]:
         return "?", "has unknown rank"
     first = runs[0]
     assert first is not None
-    if any(len(d) != len(first) for d in runs):  # type: ignore[arg-type]
+    if any(len(d) != len(first) for d in runs):
         return "?", "changes rank with the batch size"
     texts = []
     for i, dim in enumerate(first):
-        values = tuple(d[i] for d in runs)  # type: ignore[index]
+        values = tuple(d[i] for d in runs)
         if not all(isinstance(v, int) for v in values):
             return str(list(first)), f"dim {i} is not static ({dim or '?'})"
         text = linear_dim(values) if len(values) == len(BATCH_VALUES) else values[0]
