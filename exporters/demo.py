@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from portable.exporters.api import ExportResult
 
 __all__ = ["DEMO_SPECS", "demo_models"]
 
@@ -14,7 +17,7 @@ DEMO_SPECS = {
 }
 
 
-def demo_models(out_dir: str | Path = "out", *, quiet: bool = False) -> dict[str, Any]:
+def demo_models(out_dir: str | Path = "out", *, quiet: bool = False) -> dict[str, ExportResult]:
     """Export the fixture CNN and transformer into ``out_dir``; name -> ExportResult."""
     from portable.exporters.spec_export import export_spec
 

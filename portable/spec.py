@@ -11,11 +11,16 @@ import importlib
 import importlib.util
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import InputError, UsageError, one_line
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["LoadedSpec", "load_spec", "load_weights", "parse_spec"]
 
@@ -26,7 +31,7 @@ class LoadedSpec:
     the folder that source paths are made relative to."""
 
     spec: str
-    module: Any  # torch.nn.Module
+    module: torch.nn.Module
     example_inputs: tuple[Any, ...] | None
     root: Path
 
@@ -39,7 +44,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return target, attr
 
 
-def _import_target(target: str, spec: str) -> tuple[Any, Path]:
+def _import_target(target: str, spec: str) -> tuple[ModuleType, Path]:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
         if not path.is_file():
@@ -48,9 +53,9 @@ def _import_target(target: str, spec: str) -> tuple[Any, Path]:
         loader_spec = importlib.util.spec_from_file_location(name, path)
         if loader_spec is None or loader_spec.loader is None:
             raise InputError(f"cannot import {target!r} (from SPEC {spec!r})")
-        module = importlib.util.module_from_spec(loader_spec)
+        module, loader = importlib.util.module_from_spec(loader_spec), loader_spec.loader
         sys.modules[name] = module
-        _exec(lambda: loader_spec.loader.exec_module(module), spec)
+        _exec(lambda: loader.exec_module(module), spec)
         return module, path.resolve().parent
     try:
         module = importlib.import_module(target)
@@ -71,7 +76,7 @@ def _module_name(path: Path) -> str:
     return f"portable_spec_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
 
 
-def _exec(fn: Any, spec: str) -> Any:
+def _exec(fn: Callable[[], Any], spec: str) -> Any:
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - user code
@@ -104,7 +109,7 @@ def load_spec(spec: str) -> LoadedSpec:
     return LoadedSpec(spec=spec, module=result, example_inputs=example, root=root)
 
 
-def load_weights(module: Any, path: str | Path) -> None:
+def load_weights(module: torch.nn.Module, path: str | Path) -> None:
     """Load a state dict from ``.safetensors`` or a ``.pt``/``.pth`` file (``weights_only=True``)."""
     import torch
 
