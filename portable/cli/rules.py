@@ -1,26 +1,31 @@
 """``portable rules`` and ``portable explain``: the rule set, documented.
 
-Model rules (PORT001+) live in ``portable.validators.rules``; pre-export rules (PORT101+,
-found by ``portable precheck`` and the first phase of ``export``) in
-``portable.exporters.rules``. Both are listed and explained here.
+Both read the rule catalogue (:mod:`portable.catalogue`): the model rules (PORT001+) and the
+pre-export rules (PORT101+, found by ``portable precheck`` and the first phase of ``export``).
 """
 
 from __future__ import annotations
 
 import click
 
+from portable.catalogue import RuleInfo, catalogue
 from portable.errors import UsageError
 
 __all__ = ["explain", "rules"]
 
 
-def _rows() -> list[tuple[str, str, str, str]]:
-    from portable.exporters.rules import PRECHECK_RULES
-    from portable.validators.rules import ALL_RULES
+_PRE_EXPORT = "found before export by `portable precheck` and `portable export`"
 
-    rows = [(r.id, r.name, r.severity.value + (" (opt-in)" if r.opt_in else ""), r.summary()) for r in ALL_RULES]
-    rows += [(r.id, r.name, r.severity.value, f"pre-export: {r.hint}") for r in PRECHECK_RULES.values()]
-    return rows
+
+def _rows() -> list[tuple[str, str, str, str]]:
+    return [(r.id, r.name, r.severity.value + (" (opt-in)" if r.opt_in else ""),
+             r.summary if r.phase == "model" else f"pre-export: {r.summary}") for r in catalogue()]
+
+
+def _explanation(rule: RuleInfo) -> str:
+    about = (", opt-in" if rule.opt_in else "") if rule.phase == "model" else f"; {_PRE_EXPORT}"
+    message = f"\nMessage: {rule.message}" if rule.message else ""
+    return f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})\n\n{rule.docs}\n{message}\nFix: {rule.hint}"
 
 
 @click.command()
@@ -40,18 +45,7 @@ def rules(fmt: str) -> None:
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print one rule's documentation (by id, e.g. PORT004, or name)."""
-    from portable.exporters.rules import PRECHECK_RULES
-    from portable.validators.rules import get_rule
-
-    pre = PRECHECK_RULES.get(rule.upper()) or next((r for r in PRECHECK_RULES.values() if r.name == rule), None)
-    if pre is not None:
-        click.echo(f"{pre.id} {pre.name} (default severity: {pre.severity.value}; found before export by "
-                   f"`portable precheck` and `portable export`)\n\nFix: {pre.hint}")
-        return
-    try:
-        cls = get_rule(rule)
-    except KeyError:
-        raise UsageError(f"unknown rule {rule!r} (see `portable rules`)") from None
-    click.echo(f"{cls.id} {cls.name} (default severity: {cls.severity.value}{', opt-in' if cls.opt_in else ''})\n")
-    click.echo(cls.doc())
-    click.echo(f"\nMessage: {cls.message}\nFix: {cls.hint}")
+    info = catalogue().get(rule)
+    if info is None:
+        raise UsageError(f"unknown rule {rule!r} (see `portable rules`)")
+    click.echo(_explanation(info))

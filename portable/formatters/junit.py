@@ -5,9 +5,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from portable.catalogue import catalogue
 from portable.formatters.base import Formatter
 from portable.report import ValidationReport
-from portable.validators.rules import get_rule
 
 __all__ = ["JunitFormatter"]
 
@@ -49,7 +49,7 @@ class JunitFormatter(Formatter):
         ran = report.rules or tuple(sorted(names))  # pre-export reports list only what they found
         for rule_id in ran:
             found = [f for f in report.findings if f.rule_id == rule_id]
-            name = f"{rule_id} {names.get(rule_id) or get_rule(rule_id).name}"
+            name = f"{rule_id} {names.get(rule_id) or catalogue()[rule_id].name}"
             case = ET.SubElement(suite, "testcase", classname=report.path, name=name)
             bad = [f for f in found if f in failing]
             if bad:

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from portable._version import __version__
+from portable.catalogue import RuleInfo, catalogue
 from portable.findings import Finding, Severity
 from portable.formatters.base import Formatter
 from portable.report import ValidationReport
-from portable.validators.rules import ALL_RULES
 
 __all__ = ["SARIF_SCHEMA", "SarifFormatter"]
 
@@ -20,34 +20,24 @@ _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 _INFO_URI = "https://github.com/portable-onnx/portable"
 
 
-def _rules() -> list[dict[str, Any]]:
-    """Every rule's metadata: the model rules, then the pre-export rules (PORT101+)."""
-    from portable.exporters.rules import PRECHECK_RULES  # no torch: plain records
+_TAGS = {"model": ["portability", "onnx"], "pre-export": ["portability", "pytorch"]}
 
-    model = [
-        {
-            "id": rule.id,
-            "name": rule.name,
-            "shortDescription": {"text": rule.summary()},
-            "fullDescription": {"text": rule.doc()},
-            "help": {"text": rule.doc(), "markdown": rule.doc()},
-            "defaultConfiguration": {"level": _LEVEL[rule.severity], "enabled": not rule.opt_in},
-            "properties": {"tags": ["portability", "onnx"]},
-        }
-        for rule in ALL_RULES
-    ]
-    pre = [
-        {
-            "id": rule.id,
-            "name": rule.name,
-            "shortDescription": {"text": f"pre-export: {rule.name}"},
-            "help": {"text": rule.hint},
-            "defaultConfiguration": {"level": _LEVEL[rule.severity]},
-            "properties": {"tags": ["portability", "pytorch"]},
-        }
-        for rule in PRECHECK_RULES.values()
-    ]
-    return model + pre
+
+def _rule(rule: RuleInfo) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.docs},
+        "help": {"text": rule.docs, "markdown": rule.docs},
+        "defaultConfiguration": {"level": _LEVEL[rule.severity], "enabled": not rule.opt_in},
+        "properties": {"tags": _TAGS[rule.phase]},
+    }
+
+
+def _rules() -> list[dict[str, Any]]:
+    """Every rule's metadata from the catalogue: the model rules, then the pre-export rules (PORT101+)."""
+    return [_rule(rule) for rule in catalogue()]
 
 
 def _location(finding: Finding, artifact: int, path: str) -> dict[str, Any]:

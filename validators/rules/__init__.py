@@ -1,7 +1,9 @@
-"""The rule set: one module per rule, listed explicitly in :data:`ALL_RULES`."""
+"""The rule set: one module per rule, listed explicitly in :data:`ALL_RULES`; their records
+for the rule catalogue (:mod:`portable.catalogue`) in :data:`RULE_INFOS`."""
 
 from __future__ import annotations
 
+from portable.catalogue import RuleInfo
 from portable.validators.rules.base import Rule
 from portable.validators.rules.port001_opset import OpsetVersion
 from portable.validators.rules.port002_domains import DefaultDomainOnly
@@ -19,7 +21,7 @@ from portable.validators.rules.port013_dtypes import AllowedDtypes
 from portable.validators.rules.port014_ort_session import OrtSession
 from portable.validators.rules.port015_finite_weights import FiniteWeights
 
-__all__ = ["ALL_RULES", "Rule", "get_rule"]
+__all__ = ["ALL_RULES", "RULE_INFOS", "Rule", "get_rule"]
 
 ALL_RULES: tuple[type[Rule], ...] = (
     OpsetVersion,
@@ -38,6 +40,8 @@ ALL_RULES: tuple[type[Rule], ...] = (
     OrtSession,
     FiniteWeights,
 )
+
+RULE_INFOS: tuple[RuleInfo, ...] = tuple(rule.info() for rule in ALL_RULES)
 
 _BY_KEY = {r.id: r for r in ALL_RULES} | {r.name: r for r in ALL_RULES}
 

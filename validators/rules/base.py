@@ -1,4 +1,5 @@
-"""What every rule is: an id, a name, a default severity, a message template and a fix hint."""
+"""What every rule is: an id, a name, a default severity, a message template and a fix hint;
+:meth:`Rule.info` is its record in the rule catalogue (:mod:`portable.catalogue`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from portable.catalogue import RuleInfo, summary_of
 from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
 
@@ -52,5 +54,10 @@ class Rule:
 
     @classmethod
     def summary(cls) -> str:
-        first = cls.doc().split("\n\n")[0] if cls.__doc__ else cls.name
-        return " ".join(first.split())
+        return summary_of(cls.doc(), default=cls.name)
+
+    @classmethod
+    def info(cls) -> RuleInfo:
+        """The rule's record in the catalogue."""
+        return RuleInfo(id=cls.id, name=cls.name, severity=cls.severity, summary=cls.summary(), docs=cls.doc(),
+                        hint=cls.hint, message=cls.message, opt_in=cls.opt_in, phase="model")
