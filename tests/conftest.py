@@ -1,4 +1,4 @@
-"""Fixtures shared by the tests, and the gpu marker's skip."""
+"""Fixtures shared by the tests (a rule fixture on disk, the CLI in-process), and the gpu marker's skip."""
 
 from __future__ import annotations
 
@@ -16,6 +16,23 @@ def fixture_file(tmp_path: Path):
         return save(rule_fixtures.load(rule, kind), tmp_path / rule / f"{kind}.onnx")
 
     return make
+
+
+@pytest.fixture
+def cli():
+    """The ``portable`` CLI run in-process by click's runner: ``cli("validate", path) -> Result``.
+
+    Exceptions the CLI does not handle propagate (``catch_exceptions=False``), so a crash
+    fails the test with its traceback instead of passing as some exit code."""
+    from click.testing import CliRunner
+
+    from portable.cli import cli as group
+
+    def invoke(*args: str, **kwargs):
+        kwargs.setdefault("catch_exceptions", False)
+        return CliRunner().invoke(group, list(args), **kwargs)
+
+    return invoke
 
 
 @pytest.fixture

@@ -13,16 +13,9 @@ from pathlib import Path
 import onnx
 import pytest
 import yaml
-from click.testing import CliRunner
 from support import ROOT, rule_fixtures, save
 
-from portable.cli import cli
-
 PORTABLE = str(Path(sys.executable).parent / "portable")
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def _variant(width: int) -> onnx.ModelProto:
@@ -41,15 +34,15 @@ def corpus(tmp_path_factory) -> Path:
     return folder
 
 
-def test_jobs_give_identical_reports(corpus):
-    serial = run("validate", "--format", "json", "--jobs", "1", str(corpus))
-    parallel = run("validate", "--format", "json", "--jobs", "2", str(corpus))
+def test_jobs_give_identical_reports(cli, corpus):
+    serial = cli("validate", "--format", "json", "--jobs", "1", str(corpus))
+    parallel = cli("validate", "--format", "json", "--jobs", "2", str(corpus))
     assert serial.exit_code == parallel.exit_code == 1
     assert serial.output == parallel.output
     assert len(json.loads(serial.output)["reports"]) >= 50
 
 
-def test_a_crashing_worker_fails_only_its_model(corpus, monkeypatch):
+def test_a_crashing_worker_fails_only_its_model(cli, corpus, monkeypatch):
     import portable.validators as validators
 
     real = validators.validate
@@ -60,7 +53,7 @@ def test_a_crashing_worker_fails_only_its_model(corpus, monkeypatch):
         return real(path, policy, **kw)
 
     monkeypatch.setattr(validators, "validate", crash_on_port012)  # forked workers inherit it
-    result = run("validate", "--format", "json", "--jobs", "2", str(corpus))
+    result = cli("validate", "--format", "json", "--jobs", "2", str(corpus))
     data = json.loads(result.output)
     assert result.exit_code == 3
     crashed = [r for r in data["reports"] if r["error"]]
@@ -69,17 +62,17 @@ def test_a_crashing_worker_fails_only_its_model(corpus, monkeypatch):
     assert len(data["reports"]) == len(list(corpus.rglob("*.onnx")))
 
 
-def test_baseline_fails_only_on_new_findings_and_reports_stale(tmp_path):
+def test_baseline_fails_only_on_new_findings_and_reports_stale(cli, tmp_path):
     models = tmp_path / "models"
     save(rule_fixtures.load("PORT004", "bad"), models / "a.onnx")
     save(rule_fixtures.load("PORT012", "bad"), models / "b.onnx")
     save(rule_fixtures.load("PORT004", "good"), models / "c.onnx")
     baseline = tmp_path / ".portable-baseline.json"
-    assert run("validate", "--write-baseline", str(baseline), str(models)).exit_code == 0
-    assert run("validate", "--baseline", str(baseline), str(models)).exit_code == 0
+    assert cli("validate", "--write-baseline", str(baseline), str(models)).exit_code == 0
+    assert cli("validate", "--baseline", str(baseline), str(models)).exit_code == 0
 
     save(rule_fixtures.load("PORT006", "bad"), models / "c.onnx")  # a new violation
-    result = run("validate", "--format", "json", "--baseline", str(baseline), str(models))
+    result = cli("validate", "--format", "json", "--baseline", str(baseline), str(models))
     assert result.exit_code == 1
     data = json.loads(result.output[: result.output.rindex("}") + 1])
     failing = {(Path(r["path"]).name, f["rule"]) for r in data["reports"] for f in r["findings"]}
@@ -87,26 +80,26 @@ def test_baseline_fails_only_on_new_findings_and_reports_stale(tmp_path):
 
     save(rule_fixtures.load("PORT004", "good"), models / "c.onnx")
     save(rule_fixtures.load("PORT004", "good"), models / "a.onnx")  # fix a baselined finding
-    result = run("validate", "--baseline", str(baseline), str(models))
+    result = cli("validate", "--baseline", str(baseline), str(models))
     assert result.exit_code == 0
     assert "stale: " in result.output and "a.onnx: PORT004" in result.output
 
 
-def test_bad_baseline_file_is_usage_error(tmp_path, fixture_file):
+def test_bad_baseline_file_is_usage_error(cli, tmp_path, fixture_file):
     bad = tmp_path / "baseline.json"
     bad.write_text("[1, 2]")
-    result = run("validate", "--baseline", str(bad), str(fixture_file("PORT004", "good")))
+    result = cli("validate", "--baseline", str(bad), str(fixture_file("PORT004", "good")))
     assert result.exit_code == 2 and "baseline" in result.output
 
 
-def test_extra_reports_in_one_run(tmp_path, fixture_file):
+def test_extra_reports_in_one_run(cli, tmp_path, fixture_file):
     sarif, junit = tmp_path / "r.sarif", tmp_path / "r.xml"
-    result = run("validate", "--report", f"sarif={sarif}", "--report", f"junit={junit}",
+    result = cli("validate", "--report", f"sarif={sarif}", "--report", f"junit={junit}",
                  str(fixture_file("PORT004", "bad")))
     assert result.exit_code == 1
     assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "PORT004"
     assert "<testsuites" in junit.read_text()
-    assert run("validate", "--report", "pdf=x.pdf", str(fixture_file("PORT004", "bad"))).exit_code == 2
+    assert cli("validate", "--report", "pdf=x.pdf", str(fixture_file("PORT004", "bad"))).exit_code == 2
 
 
 def _hook() -> dict:
