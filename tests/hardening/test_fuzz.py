@@ -2,7 +2,9 @@
 
 The suite runs a fixed-seed sample (200 cases per strategy); ``make fuzz`` runs
 ``PORTABLE_FUZZ_EXAMPLES`` (1,000+) and records the counts in ``bench/results/fuzz.json``.
-No case may raise, hang past the time bound, or crash the process.
+No case may raise, hang past the time bound, or crash the process; and the verdict must agree
+with what protobuf and ``onnx.checker`` say on their own (:func:`assert_sound`): bytes protobuf
+cannot parse are unreadable (exit 3), a model that passes (exit 0) passes the full checker.
 """
 
 from __future__ import annotations
@@ -10,14 +12,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import onnx
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import ROOT, rule_fixtures
 
+from portable.errors import ExitCode
 from portable.policy import Policy
+from portable.report import ValidationReport
 from portable.validators import validate
 
 EXAMPLES = int(os.environ.get("PORTABLE_FUZZ_EXAMPLES", "200"))
@@ -48,9 +54,38 @@ def check(model_or_path, label: str) -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    assert report.exit_code in (0, 1, 3)
+    assert_sound(model_or_path, report)
+
+
+def _full_parse(model_or_path) -> onnx.ModelProto | None:
+    """The model as protobuf parses it whole (not the validator's lean parse), or None if it cannot."""
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    data, proto = Path(model_or_path).read_bytes(), onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RecursionError):
+        return None
+    return proto if data else None
+
+
+def _checker_passes(proto: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError):
+        return False
+    return True
+
+
+def assert_sound(model_or_path, report: ValidationReport) -> None:
+    """The report's verdict against protobuf's and the checker's, and its error one clear line."""
     assert report.error is None or "\n" not in report.error
     assert not (report.error or "").startswith("internal error"), report.error
+    proto = _full_parse(model_or_path)
+    if proto is None:
+        assert report.exit_code == ExitCode.ERROR, f"protobuf cannot parse it, yet exit {int(report.exit_code)}"
+    if report.exit_code == ExitCode.OK:
+        assert proto is not None and _checker_passes(proto), "passed a model that onnx.checker rejects"
 
 
 byte_edit = st.one_of(
@@ -134,6 +169,24 @@ def test_fuzz_fields(seed, edits):
     model = onnx.ModelProto()
     model.CopyFrom(SEEDS[seed])
     check(_mutate_fields(model, edits), "fields")
+
+
+def test_the_check_fails_a_validator_that_reads_garbage(tmp_path):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\xff" * 32)
+    assert _full_parse(garbage) is None
+    with pytest.raises(AssertionError, match="protobuf cannot parse it"):
+        assert_sound(garbage, ValidationReport(path=str(garbage), policy=Policy()))
+
+
+def test_the_check_fails_a_validator_that_passes_a_broken_model():
+    broken = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+        g (float[1, 2] x) => (float[1, 2] y) { y = Relu(nowhere) }""")
+    with pytest.raises(AssertionError, match="onnx.checker rejects"):
+        assert_sound(broken, ValidationReport(path="<memory>", policy=Policy()))
+    assert_sound(broken, validate(broken, Policy()))  # the real validator finds it (PORT011)
+    with pytest.raises(AssertionError, match="internal error"):
+        assert_sound(broken, ValidationReport(path="<memory>", policy=Policy(), error="internal error in rule X"))
 
 
 def teardown_module(module):

@@ -1,0 +1,98 @@
+"""The rule catalogue is sound: ids ``PORT\\d{3}`` and names unique, every model rule in a module
+named by its id and listed in ``ALL_RULES``, every rule (pre-export too) documented with
+*Why*, *Bad* and *Fix*. Each check is also run on a bad catalogue, to see that it can fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portable.catalogue import RuleInfo, catalogue
+from portable.validators.rules import ALL_RULES, get_rule
+
+RULES_DIR = Path(__file__).parents[2] / "validators" / "rules"
+_PHASE_IDS = {"model": re.compile(r"PORT0\d\d"), "pre-export": re.compile(r"PORT1\d\d")}
+
+
+def _duplicates(values: Sequence[str]) -> list[str]:
+    return sorted(v for v, n in Counter(values).items() if n > 1)
+
+
+def catalogue_problems(rules: Sequence[RuleInfo]) -> list[str]:
+    """What is wrong with a catalogue, one line per problem."""
+    problems = [f"duplicate id {v}" for v in _duplicates([r.id for r in rules])]
+    problems += [f"duplicate name {v}" for v in _duplicates([r.name for r in rules])]
+    for rule in rules:
+        if not _PHASE_IDS[rule.phase].fullmatch(rule.id):
+            problems.append(f"{rule.id}: not a {rule.phase} rule id")
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name):
+            problems.append(f"{rule.id}: name {rule.name!r} is not kebab-case")
+        problems += [f"{rule.id}: no {part} in its docs" for part in ("*Why*", "*Bad*", "*Fix*") if part not in rule.docs]
+        if not rule.summary or not rule.hint:
+            problems.append(f"{rule.id}: no summary or no hint")
+    return problems
+
+
+def module_problems(classes: Sequence[Any]) -> list[str]:
+    """Model rules whose module is not named ``portNNN_...`` after their id."""
+    return [f"{cls.id} lives in {cls.__module__}" for cls in classes
+            if not cls.__module__.rsplit(".", 1)[-1].startswith(f"{cls.id.lower()}_")]
+
+
+def test_the_catalogue_is_sound():
+    assert catalogue_problems(catalogue().rules) == []
+
+
+def test_every_model_rule_lives_in_a_module_named_by_its_id():
+    assert module_problems(ALL_RULES) == []
+
+
+def test_every_rule_module_is_listed_in_all_rules():
+    files = sorted(p.stem for p in RULES_DIR.glob("port[0-9][0-9][0-9]_*.py"))
+    assert files == sorted(cls.__module__.rsplit(".", 1)[-1] for cls in ALL_RULES)
+
+
+def test_the_catalogue_holds_every_rule_once_model_rules_first():
+    rules = catalogue().rules
+    assert [r.id for r in rules[:len(ALL_RULES)]] == [cls.id for cls in ALL_RULES]
+    assert {r.phase for r in rules[len(ALL_RULES):]} == {"pre-export"}
+    assert [r.id for r in rules[len(ALL_RULES):]] == [f"PORT10{n}" for n in range(1, 7)]
+    assert all(catalogue()[r.id] is r and catalogue()[r.name] is r for r in rules)
+    assert catalogue().get("port004") is catalogue()["no-control-flow"] and catalogue().get("PORT999") is None
+
+
+def test_model_records_are_the_rule_classes():
+    for cls in ALL_RULES:
+        info = catalogue()[cls.id]
+        assert get_rule(cls.name) is cls
+        assert (info.name, info.severity, info.hint, info.message, info.opt_in) == \
+            (cls.name, cls.severity, cls.hint, cls.message, cls.opt_in)
+        assert info.docs == cls.doc() and info.summary == cls.summary()
+
+
+_GOOD = catalogue()["PORT004"]
+
+
+@pytest.mark.parametrize(("bad", "problem"), [
+    ((_GOOD, dataclasses.replace(_GOOD, name="other-name")), "duplicate id PORT004"),
+    ((_GOOD, dataclasses.replace(_GOOD, id="PORT016")), "duplicate name no-control-flow"),
+    ((dataclasses.replace(_GOOD, id="PORT4"),), "PORT4: not a model rule id"),
+    ((dataclasses.replace(_GOOD, id="PORT004", phase="pre-export"),), "PORT004: not a pre-export rule id"),
+    ((dataclasses.replace(_GOOD, name="NoControlFlow"),), "PORT004: name 'NoControlFlow' is not kebab-case"),
+    ((dataclasses.replace(_GOOD, docs=_GOOD.docs.replace("*Bad*", "Bad")),), "PORT004: no *Bad* in its docs"),
+    ((dataclasses.replace(catalogue()["PORT101"], docs="Short."),), "PORT101: no *Why* in its docs"),
+    ((dataclasses.replace(_GOOD, hint=""),), "PORT004: no summary or no hint"),
+])
+def test_the_catalogue_check_fails_on_a_bad_catalogue(bad, problem):
+    assert problem in catalogue_problems(bad)
+
+
+def test_the_module_check_fails_on_a_misplaced_rule():
+    misplaced = type("Misplaced", (), {"id": "PORT004", "__module__": "portable.validators.rules.port005_sequences"})
+    assert module_problems([misplaced]) == ["PORT004 lives in portable.validators.rules.port005_sequences"]
