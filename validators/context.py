@@ -12,7 +12,9 @@ from portable.policy import Policy
 from portable.validators.graphs import GraphScope, iter_scopes, location
 from portable.validators.lean import LeanModel, PayloadRef, lean_of
 
-__all__ = ["RANDOM_OPS", "ModelContext"]
+__all__ = ["INITIALIZERS_OVERRIDABLE_FROM_IR", "RANDOM_OPS", "ModelContext"]
+
+INITIALIZERS_OVERRIDABLE_FROM_IR = 4  # before it, an initializer listed as an input is still a constant
 
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
@@ -59,12 +61,18 @@ class ModelContext:
     @cached_property
     def constants(self) -> frozenset[str]:
         """Values known without running the model: initializers, ``Constant`` outputs, and
-        deterministic nodes fed by nothing else. ``Shape`` of a runtime tensor is not one."""
+        deterministic nodes fed by nothing else. ``Shape`` of a runtime tensor is not one.
+
+        From IR 4 an initializer also listed in ``graph.input`` is a default the caller may
+        override, so it is not a constant. Before IR 4 every initializer had to be listed
+        there and runtimes hold it constant (onnxruntime: ``Graph::CanOverrideInitializer``
+        is ``ir_version >= 4``)."""
         known: set[str] = set()
+        overridable = self.proto.ir_version >= INITIALIZERS_OVERRIDABLE_FROM_IR
         for scope in self.scopes:
             body = scope.body
             if isinstance(body, onnx.GraphProto):
-                inputs = {v.name for v in body.input}
+                inputs = {v.name for v in body.input} if overridable else set()
                 known.update(t.name for t in body.initializer if t.name not in inputs)
                 known.update(t.values.name for t in body.sparse_initializer)
             for node in body.node:
