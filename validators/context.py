@@ -24,9 +24,13 @@ RANDOM_OPS = frozenset(
 class ModelContext:
     """One model plus the facts several rules need, each computed at most once."""
 
-    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
+    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
+                 all_weights: bool = False) -> None:
+        """``all_weights``: a selected rule reads every payload (it declares ``needs_all_weights``:
+        the ORT session rule hands the serialized model to onnxruntime), so a lean parse is
+        made whole again."""
         self.lean: LeanModel | None = lean_of(proto)
-        if self.lean is not None and _needs_every_weight(policy):
+        if self.lean is not None and all_weights:
             proto, self.lean = self.lean.full_proto(), None
         self.proto = proto
         self.path = path
@@ -104,9 +108,3 @@ class ModelContext:
 
         return ShapeAnalysis.of(self)
 
-
-def _needs_every_weight(policy: Policy) -> bool:
-    """PORT014 hands the whole serialized model to onnxruntime, which needs every weight."""
-    from portable.validators.engine import select_rules
-
-    return any(rule.id == "PORT014" for rule in select_rules(policy))

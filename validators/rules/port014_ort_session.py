@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 from portable.findings import Finding, Severity
 from portable.validators.context import ModelContext
@@ -34,6 +35,7 @@ class OrtSession(Rule):
     message = "onnxruntime could not create a CPU session: {error}"
     hint = "change the op or type the runtime names; check with a current onnxruntime"
     opt_in = True
+    needs_all_weights: ClassVar[bool] = True  # the session is built from the whole serialized model
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         if any(True for _ in external_tensors(ctx)):
