@@ -10,28 +10,32 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
 
 from portable.discovery import Target
 from portable.policy import Policy
 from portable.report import ValidationReport
 
+if TYPE_CHECKING:
+    from portable.validators.rules import Rule
+
 __all__ = ["validate_many"]
 
 
-def _one(target: Target, policy: Policy, rules: tuple[str, ...]) -> ValidationReport:
+def _one(target: Target, policy: Policy, rules: tuple[Rule, ...]) -> ValidationReport:
     if target.error is not None:
-        return ValidationReport(path=target.path, policy=policy, error=target.error, rules=rules)
+        return ValidationReport(path=target.path, policy=policy, error=target.error, rules=tuple(r.id for r in rules))
     from portable.validators import validate
 
-    return validate(target.path, policy)
+    return validate(target.path, policy, rules=rules)
 
 
-def _isolated(target: Target, policy: Policy, rules: tuple[str, ...]) -> ValidationReport:
+def _isolated(target: Target, policy: Policy, rules: tuple[Rule, ...]) -> ValidationReport:
     with ProcessPoolExecutor(max_workers=1) as pool:
         try:
             return pool.submit(_one, target, policy, rules).result()
         except BrokenProcessPool:
-            return ValidationReport(path=target.path, policy=policy, rules=rules,
+            return ValidationReport(path=target.path, policy=policy, rules=tuple(r.id for r in rules),
                                     error="the validator's worker process died on this model (crash in a native library?)")
 
 
@@ -45,10 +49,11 @@ def _preload() -> None:
 
 
 def validate_many(targets: Sequence[Target], policy: Policy, jobs: int = 1) -> Iterator[ValidationReport]:
-    """Yield one report per target, in input order, using ``jobs`` processes."""
+    """Yield one report per target, in input order, using ``jobs`` processes. The rules are
+    chosen once for the run (workers receive them)."""
     from portable.validators import select_rules
 
-    rules = tuple(r.id for r in select_rules(policy))
+    rules = tuple(select_rules(policy))
     if jobs <= 1 or len(targets) <= 1:
         for target in targets:
             yield _one(target, policy, rules)

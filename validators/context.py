@@ -12,7 +12,9 @@ from portable.policy import Policy
 from portable.validators.graphs import GraphScope, iter_scopes, location
 from portable.validators.lean import LeanModel, PayloadRef, lean_of
 
-__all__ = ["RANDOM_OPS", "ModelContext"]
+__all__ = ["INITIALIZERS_OVERRIDABLE_FROM_IR", "RANDOM_OPS", "ModelContext"]
+
+INITIALIZERS_OVERRIDABLE_FROM_IR = 4  # before it, an initializer listed as an input is still a constant
 
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
@@ -22,9 +24,13 @@ RANDOM_OPS = frozenset(
 class ModelContext:
     """One model plus the facts several rules need, each computed at most once."""
 
-    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
+    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
+                 all_weights: bool = False) -> None:
+        """``all_weights``: a selected rule reads every payload (it declares ``needs_all_weights``:
+        the ORT session rule hands the serialized model to onnxruntime), so a lean parse is
+        made whole again."""
         self.lean: LeanModel | None = lean_of(proto)
-        if self.lean is not None and _needs_every_weight(policy):
+        if self.lean is not None and all_weights:
             proto, self.lean = self.lean.full_proto(), None
         self.proto = proto
         self.path = path
@@ -59,12 +65,18 @@ class ModelContext:
     @cached_property
     def constants(self) -> frozenset[str]:
         """Values known without running the model: initializers, ``Constant`` outputs, and
-        deterministic nodes fed by nothing else. ``Shape`` of a runtime tensor is not one."""
+        deterministic nodes fed by nothing else. ``Shape`` of a runtime tensor is not one.
+
+        From IR 4 an initializer also listed in ``graph.input`` is a default the caller may
+        override, so it is not a constant. Before IR 4 every initializer had to be listed
+        there and runtimes hold it constant (onnxruntime: ``Graph::CanOverrideInitializer``
+        is ``ir_version >= 4``)."""
         known: set[str] = set()
+        overridable = self.proto.ir_version >= INITIALIZERS_OVERRIDABLE_FROM_IR
         for scope in self.scopes:
             body = scope.body
             if isinstance(body, onnx.GraphProto):
-                inputs = {v.name for v in body.input}
+                inputs = {v.name for v in body.input} if overridable else set()
                 known.update(t.name for t in body.initializer if t.name not in inputs)
                 known.update(t.values.name for t in body.sparse_initializer)
             for node in body.node:
@@ -96,9 +108,3 @@ class ModelContext:
 
         return ShapeAnalysis.of(self)
 
-
-def _needs_every_weight(policy: Policy) -> bool:
-    """PORT014 hands the whole serialized model to onnxruntime, which needs every weight."""
-    from portable.validators.engine import select_rules
-
-    return any(rule.id == "PORT014" for rule in select_rules(policy))

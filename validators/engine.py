@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from portable.validators.lean import release
 from portable.validators.loading import load_model_file
 from portable.validators.rules import ALL_RULES, Rule
 
-__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_proto"]
+__all__ = ["IGNORE_KEY", "needs_all_weights", "select_rules", "validate", "validate_proto"]
 
 IGNORE_KEY = "portable.ignore"  # metadata_props: "PORT013, PORT007: reason"
 _IGNORE = re.compile(r"^\s*((?:PORT\d{3}\s*,?\s*)+)(?::\s*(.*))?$", re.IGNORECASE)
@@ -105,14 +105,21 @@ def _bad_string(proto: onnx.ModelProto) -> str | None:
     return None
 
 
-def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> ValidationReport:
-    """Validate a parsed model. A rule that crashes makes the report an internal error (exit 3)."""
-    rules = select_rules(policy)
+def needs_all_weights(rules: Iterable[Rule]) -> bool:
+    """Whether a rule reads every weight payload (a rule says so with ``needs_all_weights = True``)."""
+    return any(getattr(rule, "needs_all_weights", False) for rule in rules)
+
+
+def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
+                   rules: Sequence[Rule] | None = None) -> ValidationReport:
+    """Validate a parsed model with ``rules`` (default: ``select_rules(policy)``, chosen here).
+    A rule that crashes makes the report an internal error (exit 3)."""
+    rules = select_rules(policy) if rules is None else rules
     bad = _bad_string(proto)
     if bad is not None:
         return ValidationReport(path=path, policy=policy, rules=tuple(r.id for r in rules),
                                 error=f"not a valid ONNX model: {bad} is not UTF-8 text (a corrupt file)")
-    ctx = ModelContext(proto, path, policy, size)
+    ctx = ModelContext(proto, path, policy, size, all_weights=needs_all_weights(rules))
     findings: list[Finding] = []
     error = None
     for rule in rules:
@@ -130,33 +137,37 @@ def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int 
                             rules=tuple(r.id for r in rules))
 
 
+def _validate_file(path: str | Path, policy: Policy, name: str | None, rules: Sequence[Rule]) -> ValidationReport:
+    try:
+        loaded = load_model_file(path)
+    except InputError as exc:
+        return ValidationReport(path=str(path), policy=policy, error=exc.message, rules=tuple(r.id for r in rules))
+    try:
+        return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size, rules=rules)
+    finally:
+        release(loaded.proto)  # the memory map of a lean parse
+
+
 def _sorted(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     return tuple(sorted(findings, key=lambda f: (f.rule_id, f.location.sort_key(), f.message)))
 
 
 def validate(model: str | Path | onnx.ModelProto | Any, policy: Policy | None = None, *,
-             name: str | None = None) -> ValidationReport:
+             name: str | None = None, rules: Sequence[Rule] | None = None) -> ValidationReport:
     """Validate a model file, an ``onnx.ModelProto`` or an ``onnx_ir.Model``.
 
-    An unreadable file gives a report whose ``error`` says why (``exit_code`` 3);
-    it does not raise.
+    ``rules``: the rules to run, when the caller chose them once for many models
+    (default: ``select_rules(policy)``). An unreadable file gives a report whose
+    ``error`` says why (``exit_code`` 3); it does not raise.
     """
     policy = policy or Policy()
-    select_rules(policy)  # bad rule ids are a usage error, raised before any work
+    rules = select_rules(policy) if rules is None else rules  # bad rule ids: a usage error, before any work
     if isinstance(model, (str, Path)):
-        try:
-            loaded = load_model_file(model)
-        except InputError as exc:
-            return ValidationReport(path=str(model), policy=policy, error=exc.message,
-                                    rules=tuple(r.id for r in select_rules(policy)))
-        try:
-            return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size)
-        finally:
-            release(loaded.proto)  # the memory map of a lean parse
+        return _validate_file(model, policy, name, rules)
     if isinstance(model, onnx.ModelProto):
-        return validate_proto(model, name or "<memory>", policy)
+        return validate_proto(model, name or "<memory>", policy, rules=rules)
     import onnx_ir as ir
 
     if isinstance(model, ir.Model):
-        return validate_proto(ir.serde.serialize_model(model), name or "<memory>", policy)
+        return validate_proto(ir.serde.serialize_model(model), name or "<memory>", policy, rules=rules)
     raise UsageError(f"validate() takes a path, an onnx.ModelProto or an onnx_ir.Model, not {type(model).__name__}")

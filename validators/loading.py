@@ -53,10 +53,35 @@ def _stat(path: Path) -> os.stat_result:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
 
 
+# A large file checked into git but never fetched is a small text pointer in its place.
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"  # https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md
+_ANNEX_POINTER = b"/annex/objects/"  # git-annex's pointer file (an unlocked, unfetched file)
+_POINTER_MAX = 1024  # both specs keep pointers far below this
+
+
+def _pointer_error(data: bytes | memoryview, path: str) -> InputError | None:
+    """The error for a Git LFS / git-annex pointer standing where the model should be, if it is one."""
+    if len(data) > _POINTER_MAX:
+        return None
+    head = bytes(data[:64])
+    if head.startswith(_LFS_POINTER):
+        size = next((line.split()[1] for line in bytes(data).decode("ascii", "replace").splitlines()
+                     if line.startswith("size ") and len(line.split()) == 2), "?")
+        return InputError(f"a Git LFS pointer ({len(data)} bytes), not the model ({size} bytes, never fetched): "
+                          "run `git lfs pull` in its repository", path=path)
+    if head.startswith(_ANNEX_POINTER):
+        return InputError(f"a git-annex pointer ({len(data)} bytes), not the model (never fetched): "
+                          "run `git annex get` on it", path=path)
+    return None
+
+
 def parse_model_bytes(data: bytes | memoryview, path: str) -> onnx.ModelProto:
     """Parse serialized bytes into a ModelProto, or raise :class:`InputError`."""
     if len(data) == 0:
         raise InputError("empty file (0 bytes): not an ONNX model", path=path)
+    pointer = _pointer_error(data, path)
+    if pointer is not None:
+        raise pointer
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)

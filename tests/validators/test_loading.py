@@ -96,3 +96,24 @@ def test_external_data_in_a_constant_attribute_is_never_opened(tmp_path):
     finally:
         os.chdir(cwd)
     assert {f.rule_id for f in report.findings} == {"PORT010"}, [f.message for f in report.findings]
+
+
+def test_git_lfs_pointer_says_what_to_run(tmp_path):
+    pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"ab" * 32 + b"\nsize 2048\n"
+    report = validate(save_bytes(tmp_path / "m.onnx", pointer))
+    assert report.exit_code == 3
+    assert report.error == (f"a Git LFS pointer ({len(pointer)} bytes), not the model (2048 bytes, never fetched): "
+                            "run `git lfs pull` in its repository")
+
+
+def test_a_model_that_starts_like_a_pointer_is_still_parsed(tmp_path):
+    """Only a small file is taken for a pointer: a real model's bytes are protobuf, never this text,
+    but the size bound keeps a large file from ever being read as one."""
+    big = b"version https://git-lfs.github.com/spec/v1\n" + b"x" * 2048
+    report = validate(save_bytes(tmp_path / "big.onnx", big))
+    assert report.exit_code == 3 and "Git LFS" not in (report.error or "")
+
+
+def save_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path

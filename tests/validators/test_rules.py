@@ -19,6 +19,14 @@ INEVITABLE = {
     "PORT009": {"PORT007"},  # the reshape target is a graph input
     "PORT011": {"PORT014"},  # ORT rejects the wrong attribute type too
 }
+# Fixtures other than good/bad (regressions built like a real failing model) and the exact
+# non-info rules each fires with every rule on.
+NAMED = {
+    ("PORT003", "deprecated"): {"PORT003", "PORT011", "PORT014"},  # checker and ORT reject Scatter-11 too
+    ("PORT007", "ir3_initializers"): set(),  # before IR 4, initializers listed as inputs are constants
+    ("PORT014", "kernel_init"): {"PORT013", "PORT014"},  # a string model; the kernel's constructor throws
+    ("PORT014", "no_kernel"): {"PORT001", "PORT014"},  # opset 6: ORT has no Add(6) kernel
+}
 ALL_ON = Policy(ort=True)
 BAD = sorted({rule for rule, kind in rule_fixtures.fixture_names() if kind == "bad"})
 GOOD = sorted((rule, kind) for rule, kind in rule_fixtures.fixture_names() if kind == "good")
@@ -46,6 +54,12 @@ def test_good_fixture_is_clean(rule, kind):
     report = validate(rule_fixtures.load(rule, kind), ALL_ON)
     assert report.findings == ()
     assert report.ok and report.exit_code == 0
+
+
+@pytest.mark.parametrize("rule,kind", sorted(NAMED))
+def test_named_fixture_fires_exactly(rule, kind):
+    assert (rule, kind) in rule_fixtures.fixture_names()
+    assert fired(rule_fixtures.load(rule, kind)) == NAMED[rule, kind]
 
 
 @pytest.mark.parametrize("rule", BAD)

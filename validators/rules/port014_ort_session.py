@@ -2,30 +2,46 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import ClassVar
 
-from portable.findings import Finding, Severity
+from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
 from portable.validators.rules.base import Rule
 from portable.validators.rules.port010_self_contained import external_tensors
 
-__all__ = ["OrtSession"]
+__all__ = ["OrtSession", "session_error"]
+
+# onnxruntime's wording when no kernel matches a node: "... for AveragePool(1) node with name ''"
+_NO_KERNEL = re.compile(r"implementation for (?P<op>[\w.:]+)\((?P<version>\d+)\) node with name '(?P<name>[^']*)'")
+_ORT_LOG_FATAL_ONLY = 4  # onnxruntime's own logger prints nothing below FATAL: the finding says it once
 
 
 class OrtSession(Rule):
     """ONNX Runtime creates an inference session on the CPU execution provider (opt-in: ``--ort``).
 
-    Off by default because it imports onnxruntime and builds a session, which costs
-    time and memory on large models. The session is created from the bytes in memory;
-    a model with external data is skipped (PORT010 reports it), so no path named in the
-    model is ever opened.
+    What it catches that the static rules do not: a node with no CPU kernel for its op,
+    opset version and input types (old-opset models: ``Add(6)``, ``AveragePool(1)``;
+    ``MaxPool`` on ``int64``), and onnxruntime's own graph checks (type constraints,
+    initialisation failures of a kernel). The static rules ask the ONNX spec; this asks a
+    runtime, so it is the check to turn on in CI for models meant for onnxruntime.
+
+    Cost: the session is created once, with graph optimizations off (``ORT_DISABLE_ALL``:
+    kernels are still looked up, nothing is fused or folded), on the CPU provider, and
+    never run; it is deleted at once and the model's bytes with it. The model is handed
+    over from memory; a model with external data is skipped (PORT010 reports it), so no
+    path named in the model is ever opened. onnxruntime's logger is kept quiet: its error
+    is the finding's message.
 
     *Why*: the checker validates the spec; a runtime also needs kernels for every op
-    and type, and catches problems the checker does not (type constraints, fusions).
+    and type, and checks things the checker does not.
 
-    *Bad*: ``MaxPool`` on ``int64`` input, which ONNX allows and the CPU provider lacks.
+    *Bad*: ``MaxPool`` on ``int64`` input, which ONNX allows and the CPU provider lacks;
+    an opset-6 ``Add``, which today's onnxruntime has no kernel for.
 
-    *Fix*: what the runtime's message names: usually a type or an op to change.
+    *Fix*: what the runtime's message names: usually a type or an op to change, or an
+    export at the target opset (``portable export``; ``onnx.version_converter`` for an old file).
     """
 
     id = "PORT014"
@@ -34,16 +50,44 @@ class OrtSession(Rule):
     message = "onnxruntime could not create a CPU session: {error}"
     hint = "change the op or type the runtime names; check with a current onnxruntime"
     opt_in = True
+    needs_all_weights: ClassVar[bool] = True  # the session is built from the whole serialized model
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         if any(True for _ in external_tensors(ctx)):
             return
-        import onnxruntime as ort
+        error = session_error(ctx.proto.SerializeToString())
+        if error is None:
+            return
+        match = _NO_KERNEL.search(error)
+        if match is None:
+            yield self.finding(error=error[:400])
+            return
+        hint = (f"onnxruntime has no CPU kernel for {match['op']}-{match['version']} with these input types: "
+                f"re-export at opset {ctx.policy.opset} (or onnx.version_converter) or change the type")
+        yield self.finding(_node_named(ctx, match), hint=hint, error=error[:400])
 
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        try:
-            ort.InferenceSession(ctx.proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - every ORT failure is this finding
-            text = " ".join(str(exc).split())
-            yield self.finding(error=text[:400])
+
+def session_error(data: bytes) -> str | None:
+    """Why onnxruntime cannot create a CPU session for ``data`` (one line), or None if it can."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = _ORT_LOG_FATAL_ONLY
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.enable_cpu_mem_arena = False  # no run: nothing to pool, nothing to keep reserved
+    try:
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - every ORT failure is this finding
+        return " ".join(str(exc).split())
+    del session  # the session holds a copy of every weight: free it before the next rule
+    return None
+
+
+def _node_named(ctx: ModelContext, match: re.Match[str]) -> Location:
+    """The node a missing-kernel error names (by name, else the first of its op), else the graph."""
+    main = ctx.scopes[0]
+    op, name = match["op"], match["name"]
+    for index, node in enumerate(main.body.node):
+        if (node.name == name) if name else (node.op_type == op):
+            return ctx.location(main, index, node)
+    return Location()
