@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["DEMO_SPECS", "ExportFailed", "ExportResult", "demo_models", "export", "export_spec", "precheck"]
+__all__ = ["ExportFailed", "ExportResult", "export", "export_spec", "precheck"]
 
 _LAZY = {
     "ExportFailed": "portable.exporters.api",
@@ -18,8 +18,6 @@ _LAZY = {
     "export": "portable.exporters.api",
     "export_spec": "portable.exporters.spec_export",
     "precheck": "portable.exporters.precheck",
-    "DEMO_SPECS": "portable.exporters.demo",
-    "demo_models": "portable.exporters.demo",
 }
 
 
