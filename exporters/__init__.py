@@ -7,8 +7,7 @@ graph breaks before export. Importing this package does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from portable._lazy import lazy_getattr
 
 __all__ = ["ExportFailed", "ExportResult", "export", "export_spec", "precheck"]
 
@@ -20,8 +19,4 @@ _LAZY = {
     "precheck": "portable.exporters.precheck",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'portable.exporters' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
