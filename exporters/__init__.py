@@ -7,10 +7,9 @@ graph breaks before export. Importing this package does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from portable._lazy import lazy_getattr
 
-__all__ = ["DEMO_SPECS", "ExportFailed", "ExportResult", "demo_models", "export", "export_spec", "precheck"]
+__all__ = ["ExportFailed", "ExportResult", "export", "export_spec", "precheck"]
 
 _LAZY = {
     "ExportFailed": "portable.exporters.api",
@@ -18,12 +17,6 @@ _LAZY = {
     "export": "portable.exporters.api",
     "export_spec": "portable.exporters.spec_export",
     "precheck": "portable.exporters.precheck",
-    "DEMO_SPECS": "portable.exporters.demo",
-    "demo_models": "portable.exporters.demo",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'portable.exporters' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -5,9 +5,7 @@ The public API is imported lazily, so ``import portable`` stays cheap (no torch)
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from portable._lazy import lazy_getattr
 from portable._version import __version__
 
 __all__ = [
@@ -33,8 +31,4 @@ _LAZY = {
     "compare": "portable.runners",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'portable' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

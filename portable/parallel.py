@@ -8,8 +8,6 @@ breaks, the unfinished models are re-run one process each, so the culprit is kno
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
 from portable.discovery import Target
@@ -31,6 +29,9 @@ def _one(target: Target, policy: Policy, rules: tuple[Rule, ...]) -> ValidationR
 
 
 def _isolated(target: Target, policy: Policy, rules: tuple[Rule, ...]) -> ValidationReport:
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     with ProcessPoolExecutor(max_workers=1) as pool:
         try:
             return pool.submit(_one, target, policy, rules).result()
@@ -58,6 +59,14 @@ def validate_many(targets: Sequence[Target], policy: Policy, jobs: int = 1) -> I
         for target in targets:
             yield _one(target, policy, rules)
         return
+    yield from _pooled(targets, policy, rules, jobs)
+
+
+def _pooled(targets: Sequence[Target], policy: Policy, rules: tuple[Rule, ...], jobs: int) -> Iterator[ValidationReport]:
+    # concurrent.futures.process (and multiprocessing) cost ~10 ms to import: only here, not for one model.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     _preload()
     done = 0
     chunk = max(1, min(16, len(targets) // (jobs * 4)))

@@ -27,7 +27,7 @@ def test_precheck_reports_the_construct_at_its_line(name):
     result = CliRunner().invoke(cli, ["precheck", f"fixtures/models/{name}.py:build", "--format", "json"])
     assert result.exit_code == code, result.output
     payload = json.loads(result.stdout)
-    findings = payload["reports"][0]["findings"] if "reports" in payload else payload["findings"]
+    findings = payload["reports"][0]["findings"]  # the JSON report format: one entry per model
     assert [f["rule"] for f in findings] == [rule]
     assert findings[0]["location"]["source"]["file"] == f"fixtures/models/{name}.py"
     assert findings[0]["location"]["source"]["line"] == line

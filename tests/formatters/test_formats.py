@@ -133,3 +133,18 @@ def test_pre_export_findings_render_in_every_format():
     assert sarif["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "PORT101"
     case = ET.fromstring(get_formatter("junit").render([report])).find("testsuite/testcase")
     assert case.get("name") == "PORT101 data-dependent-branch" and case.find("failure") is not None
+
+
+TRICKY = ["plain ascii", "", "wide 模型 名前", "emoji :smile: 😀", "[bold]markup[/bold]", "x" * 20_000, "trailing  ",
+          "  leading", "two\nlines", "tab\there", "\ttab first", "wide\t模\ttab", "cr\rhere", "bell\x07", "esc \x1b[31mred",
+          "del\x7f", "c1\x85", "zero\u200bwidth", "combining e\u0301", "nbsp\u00a0", "rtl \u202eabc", "ls\u2028ps\u2029"]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_plain_text_is_byte_for_byte_what_rich_prints(text):
+    """Without colour the lines are joined without rich: the same bytes rich gives, whatever the text."""
+    from portable.formatters.text import TextFormatter, _line
+
+    formatter = TextFormatter()
+    lines = [_line("  ", (text, "bold red"), " [tail]"), _line(text, style="dim"), _line(text)]
+    assert formatter._print(lines) == formatter._rich(lines)
