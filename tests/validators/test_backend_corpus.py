@@ -1,12 +1,18 @@
-"""A corpus not written here: the ONNX backend node tests (about 1,900 models), generated at test time."""
+"""Corpora not written here: the ONNX backend node tests (about 1,900 models, generated at test
+time) and the model files the onnx wheel carries in ``onnx/backend/test/data`` (the zoo models of
+``light/`` that ``real/`` points at, ``simple/``, ``pytorch-converted/``, ``pytorch-operator/``)."""
 
 from __future__ import annotations
 
+import json
 import warnings
+from pathlib import Path
 
 import onnx
 import pytest
+from click.testing import CliRunner
 
+from portable.cli import cli
 from portable.policy import Policy
 from portable.validators import validate
 from portable.validators.graphs import iter_scopes
@@ -47,3 +53,80 @@ def test_backend_corpus(corpus):
             opset += 1
             assert "PORT001" in rules, case.name
     assert flow > 30 and opset > 1000  # the corpus really holds both kinds
+
+
+# -- the model files of onnx/backend/test/data ---------------------------------------------------
+
+DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+# Exact rule sets (default policy) of named models, each checked by hand against the model.
+EXPECTED = {
+    "light/light_resnet50.onnx": {"PORT001"},  # opset 9; its IR-3 weights are constants (no PORT007)
+    "light/light_densenet121.onnx": {"PORT001"},  # was 836 false PORT007 errors
+    "light/light_shufflenet.onnx": {"PORT001"},
+    "pytorch-converted/test_Conv2d/model.onnx": {"PORT001"},
+    "pytorch-operator/test_operator_add_broadcast/model.onnx": {"PORT001", "PORT013"},  # float64 values
+    "simple/test_expand_shape_model1/model.onnx": {"PORT001", "PORT007"},  # Expand's shape is a graph input
+    "simple/test_gradient_of_add/model.onnx": {"PORT001", "PORT002"},  # ai.onnx.preview.training
+    "simple/test_sequence_model1/model.onnx": {"PORT001", "PORT005", "PORT008", "PORT009"},
+    "simple/test_strnorm_model_monday_empty_output/model.onnx": {"PORT001", "PORT013"},  # strings
+}
+# With --ort as well: onnxruntime has no kernel for these old-opset nodes, which only PORT014 says.
+EXPECTED_ORT = {
+    "pytorch-converted/test_AvgPool1d/model.onnx": ({"PORT001", "PORT014"}, "AveragePool(1)"),
+    "pytorch-operator/test_operator_add_broadcast/model.onnx": ({"PORT001", "PORT013", "PORT014"}, "Add(6)"),
+    "pytorch-converted/test_Conv2d/model.onnx": ({"PORT001"}, None),
+}
+
+
+def _validate(*args: str) -> tuple[int, dict[str, dict]]:
+    result = CliRunner().invoke(cli, ["validate", "--format", "json", *args, str(DATA)], catch_exceptions=False)
+    reports = json.loads(result.output)["reports"]
+    return result.exit_code, {str(Path(r["path"]).relative_to(DATA)): r for r in reports}
+
+
+def _rules(report: dict) -> set[str]:
+    return {f["rule"] for f in report["findings"] if f["severity"] != "info"}
+
+
+@pytest.fixture(scope="module")
+def serial() -> dict[str, dict]:
+    code, reports = _validate("--jobs", "1")
+    assert code == 1
+    assert len(reports) >= 140, f"the onnx wheel carries {len(reports)} models under {DATA}"
+    return reports
+
+
+def test_data_models_are_all_read_and_judged(serial):
+    for name, report in serial.items():
+        assert report["error"] is None, f"{name}: {report['error']}"
+        assert report["exit_code"] == 1 and "PORT001" in _rules(report), name  # none is at opset 18
+
+
+def test_no_port007_on_ir3_initializers(serial):
+    old = [name for name, r in serial.items() if r["model"]["ir_version"] < 4]
+    assert len(old) > 100  # light/, pytorch-converted/ and pytorch-operator/ are IR 3
+    assert [name for name in old if "PORT007" in _rules(serial[name])] == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_named_models_fire_exactly(serial, name):
+    assert _rules(serial[name]) == EXPECTED[name]
+
+
+def test_jobs_2_equals_serial(serial):
+    code, parallel = _validate("--jobs", "2")
+    assert code == 1
+    assert parallel == serial
+
+
+def test_ort_check_catches_missing_kernels_quietly(capfd):
+    code, reports = _validate("--ort")
+    assert code == 1
+    assert capfd.readouterr().err == ""  # onnxruntime's own logger stays quiet
+    for name, (rules, kernel) in EXPECTED_ORT.items():
+        assert _rules(reports[name]) == rules, name
+        port014 = [f["message"] for f in reports[name]["findings"] if f["rule"] == "PORT014"]
+        assert all(f"Could not find an implementation for {kernel}" in m for m in port014), name
+    missing = [n for n, r in reports.items() if any("Could not find an implementation" in f["message"]
+                                                     for f in r["findings"] if f["rule"] == "PORT014")]
+    assert len(missing) >= 30  # the old-opset models ORT cannot load, which only --ort reports
