@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["DEMO_SPECS", "ExportFailed", "ExportResult", "demo_models", "export", "export_spec", "precheck"]
+__all__ = ["DEMO_SPECS", "ExportFailed", "ExportResult", "FixFailed", "FixResult", "demo_models", "export",
+           "export_spec", "fix", "precheck"]
 
 _LAZY = {
     "ExportFailed": "portable.exporters.api",
@@ -18,6 +19,9 @@ _LAZY = {
     "export": "portable.exporters.api",
     "export_spec": "portable.exporters.spec_export",
     "precheck": "portable.exporters.precheck",
+    "fix": "portable.exporters.fix",
+    "FixResult": "portable.exporters.fix",
+    "FixFailed": "portable.exporters.fix",
     "DEMO_SPECS": "portable.exporters.demo",
     "demo_models": "portable.exporters.demo",
 }
