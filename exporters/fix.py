@@ -234,7 +234,8 @@ def _signature(model: ir.Model) -> tuple[Any, ...]:
     (Library passes such as onnxscript's optimizer say "modified" whether or not they changed anything.)"""
     values = [*model.graph.inputs, *(o for n in model.graph.all_nodes() for o in n.outputs)]
     return (tuple(sorted(model.opset_imports.items())), tuple(op_counts(model).items()),
-            tuple(model.graph.initializers), tuple(model.functions),
+            tuple((k, type(v.const_value).__name__) for k, v in model.graph.initializers.items()),
+            tuple(model.functions),
             tuple((str(v.shape), v.const_value is not None) for v in values),
             tuple(str(v.shape) for v in model.graph.outputs))
 
