@@ -36,12 +36,13 @@ class Proof:
     unavailable: str | None = None
     dims: dict[str, int] = field(default_factory=dict)
     comparisons: tuple[dict[str, Any], ...] = ()
+    original_runtime: str = "onnxruntime"  # or onnx.reference, and why, when ONNX Runtime cannot load the original
 
     def to_dict(self) -> dict[str, Any]:
         finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
         return {"ok": self.ok, "batches": list(self.batches), "max_abs_diff": finite,
                 "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
-                "comparisons": list(self.comparisons)}
+                "comparisons": list(self.comparisons), "original_runtime": self.original_runtime}
 
 
 class _Unavailable(Exception):
@@ -70,13 +71,27 @@ def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str
     except PortableError as exc:
         raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
     sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
-    original = _session(source, "original", _Unavailable)
+    original, runtime = _original(source)
     candidate = _session(fixed, "fixed", _Failed)
     rows = [_compare(original, candidate, specs, outputs, b, sizes, seed) for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
-    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows))
+    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime)
+
+
+def _original(source: Path) -> tuple[Any, str]:
+    """ONNX Runtime for the original; when it has no kernel for the original's opset (it starts at
+    opset 7), ONNX's reference implementation, which implements every version of every op."""
+    try:
+        return _session(source, "original", _Unavailable), "onnxruntime"
+    except _Unavailable as exc:
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return ReferenceEvaluator(str(source)), f"onnx.reference ({exc})"
+        except Exception as ref:  # noqa: BLE001 - an op the reference implementation lacks, say
+            raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
 
 
 def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:

@@ -57,6 +57,10 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         from onnx import version_converter
 
         proto = ir.to_proto(model)
+        # An IR version below 4 asks the converter to find every initializer among the graph's
+        # inputs, which the earlier remedy removed: the target opset's IR version applies already.
+        target = [onnx.helper.make_opsetid("", self.opset)]
+        proto.ir_version = max(proto.ir_version, onnx.helper.find_min_ir_version_for(target, ignore_unknown=True))
         try:
             converted = version_converter.convert_version(proto, self.opset)
         except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError, ValidationError, IndexError

@@ -103,6 +103,9 @@ def _proof_line(proof: Any) -> str:
     if proof is None:
         return "proof: not run (--no-verify)"
     batches = ", ".join(str(b) for b in proof.batches)
+    if proof.ok and proof.original_runtime != "onnxruntime":
+        return (f"proof: holds at batch {batches}: {proof.message} (the original run by onnx.reference, "
+                f"the fixed model by ONNX Runtime)\n  why: {proof.original_runtime.partition(' (')[2].rstrip(')')}")
     if proof.ok:
         return f"proof: holds at batch {batches}: {proof.message} (ONNX Runtime, original vs fixed)"
     return f"proof: {'cannot run' if proof.unavailable else 'FAILED'} at batch {batches}: {proof.message}"

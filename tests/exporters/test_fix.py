@@ -203,6 +203,17 @@ g (float[batch, 4] x) => (float[batch, 4] y) { y = com.acme.Swish(x) }""").Seria
     assert result.written and result.proof is None and "PORT002" in {f.rule_id for f in result.remaining}
 
 
+def test_an_opset_onnx_runtime_no_longer_runs_is_proven_against_the_reference_implementation(tmp_path):
+    source = tmp_path / "add6.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 3, opset_import: ["" : 6]>
+g (float[2, 3] x, float[2, 3] b) => (float[2, 3] y) { y = Add(x, b) }""").SerializeToString())
+    result = fix(source, tmp_path / "out.onnx")
+    assert result.ok and (result.opset_before, result.opset_after) == (6, 18)
+    assert result.proof.original_runtime.startswith("onnx.reference (ONNX Runtime cannot load the original")
+    assert result.proof.comparisons[0]["outputs"][0]["elements"] == 6
+
+
 def test_unknown_dim_and_existing_output_are_usage_errors(tmp_path):
     source = models.write("named_dims", tmp_path)
     with pytest.raises(UsageError, match=r"--dim Q: no such symbolic dim .* \(its symbols: T, batch\)"):
