@@ -34,7 +34,7 @@ from portable.exporters.remedies import (
     external_bytes,
     symbols,
 )
-from portable.exporters.writer import PROTOBUF_LIMIT, check_size, check_target, write_atomic, write_json
+from portable.exporters.writer import PROTOBUF_LIMIT, check_size, write_atomic, write_json
 from portable.findings import Finding
 from portable.policy import Policy, load_policy
 from portable.report import ValidationReport
@@ -312,7 +312,3 @@ def write(plan: _Plan, data: bytes, manifest: dict[str, Any], force: bool) -> No
         if not existed:
             plan.output.unlink(missing_ok=True)
         raise
-
-
-def target_ok(plan: _Plan, force: bool) -> None:
-    check_target(plan.output, force)

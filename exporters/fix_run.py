@@ -18,30 +18,31 @@ from portable.exporters.fix import (
     describe,
     precision,
     serialize,
-    target_ok,
     validate,
     write,
 )
 from portable.exporters.fix_proof import Proof, prove
 from portable.exporters.progress import Phases
+from portable.exporters.quiet import quiet_torch
 from portable.exporters.remedies import batch_symbol, external_bytes
+from portable.exporters.writer import check_target
 
 __all__ = ["proof_batches", "run"]
 
 
 def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
-    target_ok(plan, force)
+    check_target(plan.output, force)
     with phases.phase("load"):
         original = _load(plan)
     check_dims(plan, original)
-    with phases.phase("remedies"):
+    with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
         model, reports = _remedies(plan, original)
     result = _result(plan, original, model, reports, phases)
     with phases.phase("serialize"):
         proto, data, print_ = serialize(model, plan)
     result = _with(result, fingerprint=print_)
     if verify:
-        with phases.phase("verify"):
+        with phases.phase("verify"), quiet_torch():
             proof = prove(plan.source, data, proof_batches(plan, original), plan.dims)
         result = _with(result, proof=proof)
         if not proof.ok:
