@@ -229,3 +229,22 @@ def test_two_fixes_are_byte_identical(tmp_path):
     fix(source, tmp_path / "a.onnx")
     fix(source, tmp_path / "b.onnx")
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def test_canonical_names_only_when_asked(tmp_path):
+    source = models.write("opset13", tmp_path)
+    plain = fix(source, tmp_path / "plain.onnx")
+    named = fix(source, tmp_path / "named.onnx", canonical_names=True)
+    assert {r.name: r.status for r in plain.remedies}["canonical-names"] == "skipped"
+    assert [n.name for n in onnx.load(tmp_path / "named.onnx").graph.node] == ["MatMul", "Relu", "Softmax"]
+    assert named.ok and named.proof.ok
+
+
+def test_two_batch_symbols_are_not_merged(tmp_path):
+    source = tmp_path / "two.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[N, 4] a, float[M, 4] b) => (float[N, 4] y, float[M, 4] z) { y = Relu(a)  z = Neg(b) }""").SerializeToString())
+    result = fix(source, tmp_path / "out.onnx")
+    assert {r.name: r.status for r in result.remedies}["batch"] == "unchanged"
+    assert "PORT008" in {f.rule_id for f in result.remaining} and result.proof.ok
