@@ -100,9 +100,17 @@ def _torch_models(folder: Path) -> list[tuple[str, str, Path]]:
     return found
 
 
-def _fixable(path: Path, failing: set[str]) -> bool:
-    """Only rules the remedies address fail; PORT002 only for model-local functions, not custom ops."""
+def _fixable(path: Path, findings: list[Any]) -> bool:
+    """Only what the remedies address fails: the opset, model-local functions (not custom ops), shape
+    computations that fold (not those fed by data: "depends on more than the batch size"), dims that
+    are symbolic in the graph but not in the inputs (those need --dim, which the benchmark does not
+    guess), external data."""
+    failing = {f.rule_id for f in findings}
     if not failing or not failing <= FIXABLE:
+        return False
+    if any(f.rule_id == "PORT007" and "depends on more than the batch" in f.message for f in findings):
+        return False
+    if any(f.rule_id == "PORT008" and f.message.startswith("graph input") for f in findings):
         return False
     if "PORT002" not in failing:
         return True
@@ -123,7 +131,8 @@ def fix_one(source: str, name: str, path: Path, out: Path) -> dict[str, Any]:
     before = validate(path)
     failing = {f.rule_id for f in before.failing()}
     row: dict[str, Any] = {"source": source, "name": name, "before_ok": before.ok, "before_error": before.error,
-                           "rules_before": sorted(failing), "fixable": before.error is None and _fixable(path, failing)}
+                           "rules_before": sorted(failing),
+                           "fixable": before.error is None and _fixable(path, list(before.failing()))}
     start = time.perf_counter()
     try:
         result = fix(path, out, force=True)

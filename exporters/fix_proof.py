@@ -37,12 +37,14 @@ class Proof:
     dims: dict[str, int] = field(default_factory=dict)
     comparisons: tuple[dict[str, Any], ...] = ()
     original_runtime: str = "onnxruntime"  # or onnx.reference, and why, when ONNX Runtime cannot load the original
+    fixed_runtime: str = "onnxruntime"  # onnx.reference only when neither model loads in ONNX Runtime
 
     def to_dict(self) -> dict[str, Any]:
         finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
         return {"ok": self.ok, "batches": list(self.batches), "max_abs_diff": finite,
                 "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
-                "comparisons": list(self.comparisons), "original_runtime": self.original_runtime}
+                "comparisons": list(self.comparisons), "original_runtime": self.original_runtime,
+                "fixed_runtime": self.fixed_runtime}
 
 
 class _Unavailable(Exception):
@@ -72,12 +74,12 @@ def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str
         raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
     sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
     original, runtime = _original(source)
-    candidate = _session(fixed, "fixed", _Failed)
+    candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
     rows = [_compare(original, candidate, specs, outputs, b, sizes, seed) for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
-    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime)
+    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime)
 
 
 def _original(source: Path) -> tuple[Any, str]:
@@ -91,6 +93,23 @@ def _original(source: Path) -> tuple[Any, str]:
         try:
             return ReferenceEvaluator(str(source)), f"onnx.reference ({exc})"
         except Exception as ref:  # noqa: BLE001 - an op the reference implementation lacks, say
+            raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
+
+
+def _candidate(fixed: bytes, reference: bool) -> tuple[Any, str]:
+    """ONNX Runtime for the fixed model; onnx.reference too when ONNX Runtime cannot load it and could
+    not load the original either (an op newer than this ONNX Runtime): the same implementation runs both."""
+    try:
+        return _session(fixed, "fixed", _Failed), "onnxruntime"
+    except _Failed as exc:
+        if not reference:
+            raise
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return ReferenceEvaluator(onnx.load_from_string(fixed)), f"onnx.reference ({exc})"
+        except Exception as ref:  # noqa: BLE001 - as for the original
             raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
 
 

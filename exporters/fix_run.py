@@ -37,13 +37,14 @@ def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
     check_dims(plan, original)
     with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
         model, reports = _remedies(plan, original)
-    result = _result(plan, original, model, reports, phases)
     with phases.phase("serialize"):
-        proto, data, print_ = serialize(model, plan)
-    result = _with(result, fingerprint=print_)
+        result, proto, data = _built(plan, original, model, reports, phases)
     if verify:
         with phases.phase("verify"), quiet_torch():
             proof = prove(plan.source, data, proof_batches(plan, original), plan.dims)
+            if not proof.ok and not proof.unavailable:
+                model, reports, proof = _isolate(plan, original)
+                result, proto, data = _built(plan, original, model, reports, phases)
         result = _with(result, proof=proof)
         if not proof.ok:
             raise FixFailed(_proof_message(proof), result)
@@ -78,6 +79,32 @@ def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport
             result = FixResult(plan.source, plan.output, False, None, None, tuple(reports), None, None)
             raise FixFailed(f"{remedy.name} refused: {report.detail}; nothing written", result)
     return model, reports
+
+
+def _built(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
+           phases: Phases) -> tuple[FixResult, Any, bytes]:
+    """The result so far, and the fixed model's proto and bytes."""
+    proto, data, print_ = serialize(model, plan)
+    return _with(_result(plan, original, model, reports, phases), fingerprint=print_), proto, data
+
+
+def _isolate(plan: _Plan, original: ir.Model) -> tuple[ir.Model, list[RemedyReport], Proof]:
+    """After a failed proof: the remedies again, one at a time, proving after each that changed the
+    model. One whose proof fails changes what the model computes (an adapter of the opset converter
+    that gets an old semantics wrong, say): it is refused and the others go on without it."""
+    batches = proof_batches(plan, original)
+    model, reports = original, []
+    for remedy in REMEDIES:
+        candidate, report = apply(remedy, plan, model)
+        if report.status == "applied":
+            proof = prove(plan.source, ir.to_proto(candidate).SerializeToString(), batches, plan.dims)
+            if not proof.ok and not proof.unavailable:
+                report = _with(report, status="refused", nodes_after=report.nodes_before,
+                               detail=f"changes what the model computes: {proof.message}")
+                candidate = model
+        model = candidate
+        reports.append(report)
+    return model, reports, prove(plan.source, serialize(model, plan)[1], batches, plan.dims)
 
 
 def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],

@@ -28,6 +28,7 @@ __all__ = [
     "FixBatchPass",
     "FixDimsPass",
     "InternalizeDataPass",
+    "RaiseIRVersionPass",
     "RemedyRefused",
     "batch_symbol",
     "external_bytes",
@@ -103,6 +104,20 @@ def _set_dims(model: ir.Model, sizes: Mapping[str, int]) -> int:
             value.shape = ir.Shape(dims)
             changed += 1
     return changed
+
+
+class RaiseIRVersionPass(ir.passes.InPlacePass):
+    """The model's IR version raised to at least ``minimum`` (4: initializers need not be graph inputs)."""
+
+    def __init__(self, minimum: int) -> None:
+        super().__init__()
+        self.minimum = minimum
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if model.ir_version >= self.minimum:
+            return ir.passes.PassResult(model, modified=False)
+        model.ir_version = self.minimum
+        return ir.passes.PassResult(model, modified=True)
 
 
 class FixDimsPass(ir.passes.InPlacePass):

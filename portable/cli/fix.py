@@ -104,8 +104,9 @@ def _proof_line(proof: Any) -> str:
         return "proof: not run (--no-verify)"
     batches = ", ".join(str(b) for b in proof.batches)
     if proof.ok and proof.original_runtime != "onnxruntime":
+        fixed = "ONNX Runtime" if proof.fixed_runtime == "onnxruntime" else "onnx.reference too"
         return (f"proof: holds at batch {batches}: {proof.message} (the original run by onnx.reference, "
-                f"the fixed model by ONNX Runtime)\n  why: {proof.original_runtime.partition(' (')[2].rstrip(')')}")
+                f"the fixed model by {fixed})\n  why: {proof.original_runtime.partition(' (')[2][:-1]}")
     if proof.ok:
         return f"proof: holds at batch {batches}: {proof.message} (ONNX Runtime, original vs fixed)"
     return f"proof: {'cannot run' if proof.unavailable else 'FAILED'} at batch {batches}: {proof.message}"
@@ -115,15 +116,18 @@ def _remaining(result: Any) -> list[str]:
     findings = result.remaining
     if result.report is None or not findings:
         return [] if result.report is None else ["validate: the fixed model honours the contract"]
+    opset = next((r for r in result.remedies if r.name == "opset" and r.status == "refused"), None)
     lines = [f"not fixable automatically ({len(findings)}):"]
     for f in findings:
         lines.append(f"  {f.rule_id} {f.severity.value}: {f.location.describe()}: {f.message}")
-        lines.append(f"      fix: {_hint(f)}")
+        lines.append(f"      fix: {_hint(f, opset.detail if opset else None)}")
     return lines
 
 
-def _hint(finding: Any) -> str:
-    """The rule's hint; for a symbolic input dim, the --dim that fixes it."""
+def _hint(finding: Any, opset_refusal: str | None) -> str:
+    """The rule's hint; for a symbolic input dim, the --dim that fixes it; for the opset, why it stayed."""
+    if finding.rule_id == "PORT001" and opset_refusal:
+        return f"the opset remedy was refused ({opset_refusal}); convert the named op by hand or re-export"
     if finding.rule_id == "PORT008" and "dynamic dim" in finding.message:
         return f"rerun fix with --dim NAME=SIZE for each symbol other than the batch in the shape above; or {finding.hint}"
     return finding.hint

@@ -101,15 +101,34 @@ class _ScaleWeights(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def test_a_remedy_that_changes_numerics_is_refused_and_nothing_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(fix_module, "REMEDIES", (*REMEDIES, Remedy("scale", lambda p, m: _ScaleWeights())))
+def _inject(monkeypatch, remedy: Remedy) -> None:
+    monkeypatch.setattr(fix_module, "REMEDIES", (*REMEDIES, remedy))
     monkeypatch.setattr("portable.exporters.fix_run.REMEDIES", fix_module.REMEDIES)
+
+
+def test_a_remedy_that_changes_numerics_is_refused_and_the_rest_kept(tmp_path, monkeypatch):
+    _inject(monkeypatch, Remedy("scale", lambda p, m: _ScaleWeights()))
+    source, out = models.write("opset13", tmp_path), tmp_path / "out.onnx"
+    result = fix(source, out)
+    scale = next(r for r in result.remedies if r.name == "scale")
+    assert scale.status == "refused"
+    assert scale.detail.startswith("changes what the model computes: batch 1: output 'y' differs by up to")
+    assert result.ok and result.proof.ok and result.opset_after == 18  # the other remedies still apply
+    weights = onnx.numpy_helper.to_array(onnx.load(out).graph.initializer[0])
+    original = onnx.numpy_helper.to_array(onnx.load(source).graph.initializer[0])
+    assert np.array_equal(weights, original)
+
+
+def test_a_proof_that_fails_whatever_is_refused_writes_nothing(tmp_path, monkeypatch):
+    from portable.exporters.fix_proof import Proof
+
+    failing = Proof(False, (1,), 0.5, "batch 1: output 'y' differs by up to 0.5")
+    monkeypatch.setattr("portable.exporters.fix_run.prove", lambda *a, **k: failing)
     out = tmp_path / "out.onnx"
-    with pytest.raises(FixFailed, match=r"proof failed: batch 1: output 'y' differs by up to") as caught:
+    with pytest.raises(FixFailed, match=r"the proof failed: batch 1: output 'y' differs by up to 0.5; nothing") as caught:
         fix(models.write("lost_dims", tmp_path), out)
     assert caught.value.exit_code == ExitCode.FINDINGS
     assert not out.exists() and not out.with_name("out.onnx.json").exists()
-    assert caught.value.result.proof.ok is False
 
 
 def test_without_the_injected_change_the_same_model_is_proven(tmp_path):
