@@ -55,6 +55,7 @@ class _Plan:
     dims: dict[str, int]
     policy: Policy
     canonical_names: bool
+    inputs: Path | None = None  # the user's inputs for the proof (.npz), instead of seeded ones
 
 
 @dataclass(frozen=True)
@@ -172,16 +173,20 @@ class FixFailed(FindingsError):
 
 def fix(model: str | Path, output: str | Path, *, batch: str | int = "dynamic", dims: Mapping[str, int] | None = None,
         opset: int | None = None, policy: Policy | None = None, force: bool = False, verify: bool = True,
-        strict: bool = False, canonical_names: bool = False, quiet: bool = True) -> FixResult:
+        strict: bool = False, canonical_names: bool = False, inputs: str | Path | None = None,
+        quiet: bool = True) -> FixResult:
     """Make the model at ``model`` portable where that is safe, prove it, write it to ``output``.
 
+    ``inputs``: an ``.npz`` of the model's inputs (keys: input names, or ``arr_0``... in order) that
+    the proof runs on instead of seeded random ones (for indices or shapes fed as data).
     Returns the result when the proof holds (``result.remaining``: findings no remedy
     addresses; then ``result.ok`` is False and, under ``strict``, nothing is written).
     Raises :class:`FixFailed` (nothing written) when a remedy must be refused or the proof
     fails, :class:`portable.errors.UsageError` for bad arguments, and
     :class:`portable.errors.InputError` for an unreadable model.
     """
-    plan = _plan(model, output, batch, dims, opset, policy, strict, canonical_names)
+    plan = replace(_plan(model, output, batch, dims, opset, policy, strict, canonical_names),
+                   inputs=Path(inputs) if inputs is not None else None)
     from portable.exporters.fix_run import run
 
     return run(plan, Phases(quiet), verify=verify, force=force)

@@ -55,18 +55,24 @@ class _Failed(Exception):
     """The fixed model cannot be run: the proof fails."""
 
 
-def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0) -> Proof:
-    """Run both models at each batch size on seeded inputs; every output must agree."""
+def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
+          feeds: Mapping[str, Any] | None = None) -> Proof:
+    """Run both models at each batch size on seeded inputs (or once on ``feeds``, the user's inputs);
+    every output must agree."""
+    if feeds is not None:
+        first = next(iter(feeds.values()), None)
+        batches = (int(first.shape[0]) if first is not None and first.ndim else 1,)
     try:
-        return _prove(source, fixed, batches, dims, seed)
+        return _prove(source, fixed, batches, dims, seed, feeds)
     except _Unavailable as exc:
         return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims))
     except _Failed as exc:
         return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims))
 
 
-def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int) -> Proof:
-    from portable.runners.inputs import graph_io
+def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
+           feeds: Mapping[str, Any] | None) -> Proof:
+    from portable.runners.inputs import graph_io, make_feeds
 
     try:
         specs, outputs = graph_io(source)
@@ -75,7 +81,8 @@ def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str
     sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
-    rows = [_compare(original, candidate, specs, outputs, b, sizes, seed) for b in batches]
+    rows = [_compare(original, candidate, outputs, b, feeds or make_feeds(specs, b, seed=seed, dims=sizes))
+            for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
@@ -125,13 +132,11 @@ def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
         raise error(f"ONNX Runtime cannot load the {which} model: {one_line(exc, typed=False)}") from None
 
 
-def _compare(original: Any, candidate: Any, specs: Sequence[Any], outputs: Sequence[Any], batch: int,
-             sizes: Mapping[str, int], seed: int) -> dict[str, Any]:
+def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
+             feeds: Mapping[str, Any]) -> dict[str, Any]:
     from portable.runners.comparator import compare_outputs
-    from portable.runners.inputs import make_feeds
     from portable.runners.tolerances import ToleranceTable
 
-    feeds = make_feeds(specs, batch, seed=seed, dims=sizes)
     expected = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
     got = _run(candidate, feeds, f"the fixed model at batch {batch}", _Failed)
     pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []

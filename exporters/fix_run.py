@@ -35,15 +35,16 @@ def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
     with phases.phase("load"):
         original = _load(plan)
     check_dims(plan, original)
+    feeds = _feeds(plan)
     with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
         model, reports = _remedies(plan, original)
     with phases.phase("serialize"):
         result, proto, data = _built(plan, original, model, reports, phases)
     if verify:
         with phases.phase("verify"), quiet_torch():
-            proof = prove(plan.source, data, proof_batches(plan, original), plan.dims)
+            proof = _proof(plan, original, data, feeds)
             if not proof.ok and not proof.unavailable:
-                model, reports, proof = _isolate(plan, original)
+                model, reports, proof = _isolate(plan, original, feeds)
                 result, proto, data = _built(plan, original, model, reports, phases)
         result = _with(result, proof=proof)
         if not proof.ok:
@@ -88,23 +89,36 @@ def _built(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[Remed
     return _with(_result(plan, original, model, reports, phases), fingerprint=print_), proto, data
 
 
-def _isolate(plan: _Plan, original: ir.Model) -> tuple[ir.Model, list[RemedyReport], Proof]:
+def _feeds(plan: _Plan) -> dict[str, Any] | None:
+    """The user's inputs for the proof, checked against the original's signature (InputError: exit 3)."""
+    if plan.inputs is None:
+        return None
+    from portable.runners.inputs import graph_io, load_npz
+
+    return load_npz(plan.inputs, graph_io(plan.source)[0])
+
+
+def _proof(plan: _Plan, original: ir.Model, data: bytes, feeds: dict[str, Any] | None) -> Proof:
+    return prove(plan.source, data, proof_batches(plan, original), plan.dims, feeds=feeds)
+
+
+def _isolate(plan: _Plan, original: ir.Model, feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport],
+                                                                                     Proof]:
     """After a failed proof: the remedies again, one at a time, proving after each that changed the
     model. One whose proof fails changes what the model computes (an adapter of the opset converter
     that gets an old semantics wrong, say): it is refused and the others go on without it."""
-    batches = proof_batches(plan, original)
     model, reports = original, []
     for remedy in REMEDIES:
         candidate, report = apply(remedy, plan, model)
         if report.status == "applied":
-            proof = prove(plan.source, ir.to_proto(candidate).SerializeToString(), batches, plan.dims)
+            proof = _proof(plan, original, ir.to_proto(candidate).SerializeToString(), feeds)
             if not proof.ok and not proof.unavailable:
                 report = _with(report, status="refused", nodes_after=report.nodes_before,
                                detail=f"changes what the model computes: {proof.message}")
                 candidate = model
         model = candidate
         reports.append(report)
-    return model, reports, prove(plan.source, serialize(model, plan)[1], batches, plan.dims)
+    return model, reports, _proof(plan, original, serialize(model, plan)[1], feeds)
 
 
 def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],

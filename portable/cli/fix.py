@@ -32,6 +32,8 @@ FIX_SCHEMA_VERSION = "1.0"
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Prove the fixed model equivalent with ONNX Runtime (original vs fixed).")
+@click.option("--inputs", "inputs", default=None, type=click.Path(dir_okay=False),
+              help="Prove on these inputs (.npz: input names or arr_0... as keys) instead of seeded random ones.")
 @click.option("--strict", is_flag=True, help="Warnings fail too, and nothing is written while any finding remains.")
 @click.option("--canonical-names", is_flag=True, help="Rename nodes and values from their op types, in graph order.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -41,7 +43,7 @@ FIX_SCHEMA_VERSION = "1.0"
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (comma-separated).")
 @quiet_option
 def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int | None, force: bool, verify: bool,
-        strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
+        inputs: str | None, strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
         ignore: tuple[str, ...], quiet: bool) -> None:
     """Make MODEL portable where that is safe, prove it equivalent, and list what no remedy fixes.
 
@@ -56,7 +58,7 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
     policy = merge_cli(load_policy(config), select=select, ignore=ignore)
     try:
         result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,
-                         verify=verify, strict=strict, canonical_names=canonical_names,
+                         verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,
                          quiet=quiet or fmt != "text")
     except FixFailed as exc:
         click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))

@@ -267,3 +267,19 @@ g (float[N, 4] a, float[M, 4] b) => (float[N, 4] y, float[M, 4] z) { y = Relu(a)
     result = fix(source, tmp_path / "out.onnx")
     assert {r.name: r.status for r in result.remedies}["batch"] == "unchanged"
     assert "PORT008" in {f.rule_id for f in result.remaining} and result.proof.ok
+
+
+def test_the_users_inputs_prove_what_random_ones_cannot(tmp_path):
+    source = tmp_path / "gather.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 13]>
+g (int64[N, 2] idx) => (float[N, 2, 2] y) <float[4, 2] table = {1, 2, 3, 4, 5, 6, 7, 8}> {
+    y = Gather<axis = 0>(table, idx)
+}""").SerializeToString())
+    with pytest.raises(FixFailed, match="cannot run the original at batch 1") as caught:
+        fix(source, tmp_path / "out.onnx")  # seeded integers run past the table's 4 rows
+    assert caught.value.exit_code == ExitCode.ERROR
+    np.savez(tmp_path / "in.npz", idx=np.array([[0, 3], [2, 1], [1, 1]], dtype=np.int64))
+    result = fix(source, tmp_path / "out.onnx", inputs=tmp_path / "in.npz")
+    assert result.ok and result.proof.batches == (3,)
+    assert result.proof.comparisons[0]["outputs"][0]["elements"] == 12
