@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from portable._lazy import lazy_getattr
 
-__all__ = ["ExportFailed", "ExportResult", "export", "export_spec", "precheck"]
+__all__ = ["ExportFailed", "ExportResult", "FixFailed", "FixResult", "export", "export_spec", "fix", "precheck"]
 
 _LAZY = {
     "ExportFailed": "portable.exporters.api",
@@ -17,6 +17,9 @@ _LAZY = {
     "export": "portable.exporters.api",
     "export_spec": "portable.exporters.spec_export",
     "precheck": "portable.exporters.precheck",
+    "fix": "portable.exporters.fix",
+    "FixResult": "portable.exporters.fix",
+    "FixFailed": "portable.exporters.fix",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

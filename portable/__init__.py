@@ -11,11 +11,14 @@ from portable._version import __version__
 __all__ = [
     "ExportFailed",
     "ExportResult",
+    "FixFailed",
+    "FixResult",
     "Policy",
     "ValidationReport",
     "__version__",
     "compare",
     "export",
+    "fix",
     "load_policy",
     "validate",
 ]
@@ -29,6 +32,9 @@ _LAZY = {
     "ExportResult": "portable.exporters",
     "ExportFailed": "portable.exporters",
     "compare": "portable.runners",
+    "fix": "portable.exporters",
+    "FixResult": "portable.exporters",
+    "FixFailed": "portable.exporters",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

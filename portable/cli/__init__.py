@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "explain": "portable.cli.rules:explain",
     "export": "portable.cli.export:export",
     "precheck": "portable.cli.export:precheck",
+    "fix": "portable.cli.fix:fix",
     "compare": "portable.cli.compare:compare",
     "matrix": "portable.cli.compare:matrix",
     "report": "portable.cli.compare:report",

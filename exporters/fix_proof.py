@@ -1,0 +1,185 @@
+"""The proof of ``portable fix``: ONNX Runtime runs the original and the fixed model on the same inputs.
+
+The original runs as it came (its own opset, its external data, from its own path);
+the fixed model from the bytes about to be written. Feeds are the runners' seeded
+feeds (:func:`portable.runners.inputs.make_feeds`), compared output by output with the
+runners' comparator and the dtype tolerances of ``portable compare``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portable.errors import PortableError, one_line
+
+__all__ = ["DEFAULT_DIM", "Proof", "prove"]
+
+# A symbolic non-batch input dim that --dim does not size is proved at this size (and said so).
+DEFAULT_DIM = 2
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Whether the fixed model computes what the original does, and how far apart they were.
+
+    ``unavailable`` is set when the original itself could not be run (not fix's failure).
+    """
+
+    ok: bool
+    batches: tuple[int, ...] = ()
+    max_abs_diff: float = 0.0
+    message: str = ""
+    unavailable: str | None = None
+    dims: dict[str, int] = field(default_factory=dict)
+    comparisons: tuple[dict[str, Any], ...] = ()
+    original_runtime: str = "onnxruntime"  # or onnx.reference, and why, when ONNX Runtime cannot load the original
+    fixed_runtime: str = "onnxruntime"  # onnx.reference only when neither model loads in ONNX Runtime
+
+    def to_dict(self) -> dict[str, Any]:
+        finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
+        return {"ok": self.ok, "batches": list(self.batches), "max_abs_diff": finite,
+                "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
+                "comparisons": list(self.comparisons), "original_runtime": self.original_runtime,
+                "fixed_runtime": self.fixed_runtime}
+
+
+class _Unavailable(Exception):
+    """The original cannot be run: the proof cannot be made."""
+
+
+class _Failed(Exception):
+    """The fixed model cannot be run: the proof fails."""
+
+
+def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
+          feeds: Mapping[str, Any] | None = None) -> Proof:
+    """Run both models at each batch size on seeded inputs (or once on ``feeds``, the user's inputs);
+    every output must agree."""
+    if feeds is not None:
+        first = next(iter(feeds.values()), None)
+        batches = (int(first.shape[0]) if first is not None and first.ndim else 1,)
+    try:
+        return _prove(source, fixed, batches, dims, seed, feeds)
+    except _Unavailable as exc:
+        return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims))
+    except _Failed as exc:
+        return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims))
+
+
+def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
+           feeds: Mapping[str, Any] | None) -> Proof:
+    from portable.runners.inputs import graph_io, make_feeds
+
+    try:
+        specs, outputs = graph_io(source)
+    except PortableError as exc:
+        raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
+    sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
+    original, runtime = _original(source)
+    candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
+    rows = [_compare(original, candidate, outputs, b, feeds or make_feeds(specs, b, seed=seed, dims=sizes))
+            for b in batches]
+    worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
+    bad = [r for r in rows if not r["passed"]]
+    message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
+    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime)
+
+
+def _original(source: Path) -> tuple[Any, str]:
+    """ONNX Runtime for the original; when it has no kernel for the original's opset (it starts at
+    opset 7), ONNX's reference implementation, which implements every version of every op."""
+    try:
+        return _session(source, "original", _Unavailable), "onnxruntime"
+    except _Unavailable as exc:
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return ReferenceEvaluator(str(source)), f"onnx.reference ({exc})"
+        except Exception as ref:  # noqa: BLE001 - an op the reference implementation lacks, say
+            raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
+
+
+def _candidate(fixed: bytes, reference: bool) -> tuple[Any, str]:
+    """ONNX Runtime for the fixed model; onnx.reference too when ONNX Runtime cannot load it and could
+    not load the original either (an op newer than this ONNX Runtime): the same implementation runs both."""
+    try:
+        return _session(fixed, "fixed", _Failed), "onnxruntime"
+    except _Failed as exc:
+        if not reference:
+            raise
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return ReferenceEvaluator(onnx.load_from_string(fixed)), f"onnx.reference ({exc})"
+        except Exception as ref:  # noqa: BLE001 - as for the original
+            raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
+
+
+def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # ORT's warnings are noise here; its errors reach the user as one line
+    try:
+        data = str(model) if isinstance(model, Path) else model
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/NotImplemented types
+        raise error(f"ONNX Runtime cannot load the {which} model: {one_line(exc, typed=False)}") from None
+
+
+def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
+             feeds: Mapping[str, Any]) -> dict[str, Any]:
+    from portable.runners.comparator import compare_outputs
+    from portable.runners.tolerances import ToleranceTable
+
+    expected = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
+    got = _run(candidate, feeds, f"the fixed model at batch {batch}", _Failed)
+    pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []
+    if pairs:
+        expected, got = [e for e, _ in pairs], [g for _, g in pairs]
+    pair = compare_outputs(("fixed", got), ("original", expected), [o.name for o in outputs],
+                           [o.dtype for o in outputs], batch, ToleranceTable())
+    return pair.to_dict()
+
+
+def _shared_nonfinite(expected: Any, got: Any) -> tuple[Any, Any]:
+    """NaN or Inf where both models give the same one is agreement (random inputs to a log, say):
+    those elements are zeroed on both sides; any other non-finite value still fails."""
+    import numpy as np
+
+    e, g = np.asarray(expected), np.asarray(got)
+    if e.shape != g.shape or e.dtype.kind != "f" or g.dtype.kind != "f":
+        return e, g
+    same = (np.isnan(e) & np.isnan(g)) | (np.isinf(e) & (e == g))
+    if not same.any():
+        return e, g
+    return np.where(same, 0, e), np.where(same, 0, g)
+
+
+def _run(session: Any, feeds: Mapping[str, Any], what: str, error: type[Exception]) -> list[Any]:
+    try:
+        return list(session.run(None, dict(feeds)))
+    except Exception as exc:  # noqa: BLE001 - ORT's runtime errors
+        raise error(f"ONNX Runtime cannot run {what}: {one_line(exc, typed=False)}") from None
+
+
+def _why(row: dict[str, Any]) -> str:
+    if row["error"]:
+        return f"batch {row['batch']}: {row['error']}"
+    bad = [o for o in row["outputs"] if not o["passed"]]
+    return f"batch {row['batch']}: " + "; ".join(f"output '{o['output']}' {_what(o)}" for o in bad)
+
+
+def _what(row: dict[str, Any]) -> str:
+    if row["shape_mismatch"]:
+        return f"has shape {row['shape_mismatch']} (fixed vs original)"
+    if row["nonfinite_actual"] or row["nonfinite_expected"]:
+        return f"has NaN/Inf ({row['nonfinite_actual']} in the fixed model, {row['nonfinite_expected']} in the original)"
+    tol = row["tolerance"]
+    return (f"differs by up to {row['max_abs']:.3g} ({row['beyond']} element(s) beyond "
+            f"atol {tol['atol']:g}/rtol {tol['rtol']:g})")

@@ -1,0 +1,170 @@
+"""The fix run, phase by phase: load, remedies, serialize, verify (the proof), validate, write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from portable.errors import InputError, one_line
+from portable.exporters.fix import (
+    REMEDIES,
+    FixFailed,
+    FixResult,
+    RemedyReport,
+    _Plan,
+    apply,
+    check_dims,
+    describe,
+    precision,
+    serialize,
+    validate,
+    write,
+)
+from portable.exporters.fix_proof import Proof, prove
+from portable.exporters.progress import Phases
+from portable.exporters.quiet import quiet_torch
+from portable.exporters.remedies import batch_symbol, external_bytes
+from portable.exporters.writer import check_target
+
+__all__ = ["proof_batches", "run"]
+
+
+def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
+    check_target(plan.output, force)
+    with phases.phase("load"):
+        original = _load(plan)
+    check_dims(plan, original)
+    feeds = _feeds(plan)
+    with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
+        model, reports = _remedies(plan, original)
+    with phases.phase("serialize"):
+        result, proto, data = _built(plan, original, model, reports, phases)
+    if verify:
+        with phases.phase("verify"), quiet_torch():
+            proof = _proof(plan, original, data, feeds)
+            if not proof.ok and not proof.unavailable:
+                model, reports, proof = _isolate(plan, original, feeds)
+                result, proto, data = _built(plan, original, model, reports, phases)
+        result = _with(result, proof=proof)
+        if not proof.ok:
+            raise FixFailed(_proof_message(proof), result)
+    with phases.phase("validate"):
+        report = validate(proto, plan, len(data))
+    result = _with(result, report=report)
+    if plan.policy.strict and report.failing():
+        return result
+    with phases.phase("write"):
+        manifest = _manifest(proto, plan, result, len(data), phases)
+        write(plan, data, manifest, force)
+    return _with(result, written=True, manifest=manifest, timings=dict(phases.timings))
+
+
+def _load(plan: _Plan) -> ir.Model:
+    """The validators' reader (it never follows an external path), then onnx-ir."""
+    from portable.validators.loading import load_model_file
+
+    proto = load_model_file(plan.source, lean=False).proto
+    try:
+        return ir.from_proto(proto)
+    except Exception as exc:  # noqa: BLE001 - onnx-ir's deserializer on a malformed graph
+        raise InputError(f"not a readable ONNX graph: {one_line(exc)}", path=str(plan.source)) from None
+
+
+def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
+    reports = []
+    for remedy in REMEDIES:
+        model, report = apply(remedy, plan, model)
+        reports.append(report)
+        if remedy.fatal and report.status == "refused":
+            result = FixResult(plan.source, plan.output, False, None, None, tuple(reports), None, None)
+            raise FixFailed(f"{remedy.name} refused: {report.detail}; nothing written", result)
+    return model, reports
+
+
+def _built(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
+           phases: Phases) -> tuple[FixResult, Any, bytes]:
+    """The result so far, and the fixed model's proto and bytes."""
+    proto, data, print_ = serialize(model, plan)
+    return _with(_result(plan, original, model, reports, phases), fingerprint=print_), proto, data
+
+
+def _feeds(plan: _Plan) -> dict[str, Any] | None:
+    """The user's inputs for the proof, checked against the original's signature (InputError: exit 3)."""
+    if plan.inputs is None:
+        return None
+    from portable.runners.inputs import graph_io, load_npz
+
+    return load_npz(plan.inputs, graph_io(plan.source)[0])
+
+
+def _proof(plan: _Plan, original: ir.Model, data: bytes, feeds: dict[str, Any] | None) -> Proof:
+    return prove(plan.source, data, proof_batches(plan, original), plan.dims, feeds=feeds)
+
+
+def _isolate(plan: _Plan, original: ir.Model, feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport],
+                                                                                     Proof]:
+    """After a failed proof: the remedies again, one at a time, proving after each that changed the
+    model. One whose proof fails changes what the model computes (an adapter of the opset converter
+    that gets an old semantics wrong, say): it is refused and the others go on without it."""
+    model, reports = original, []
+    for remedy in REMEDIES:
+        candidate, report = apply(remedy, plan, model)
+        if report.status == "applied":
+            proof = _proof(plan, original, ir.to_proto(candidate).SerializeToString(), feeds)
+            if not proof.ok and not proof.unavailable:
+                report = _with(report, status="refused", nodes_after=report.nodes_before,
+                               detail=f"changes what the model computes: {proof.message}")
+                candidate = model
+        model = candidate
+        reports.append(report)
+    return model, reports, _proof(plan, original, serialize(model, plan)[1], feeds)
+
+
+def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
+            phases: Phases) -> FixResult:
+    described = tuple(describe(plan, original, model, reports))
+    applied = {r.name for r in described if r.status == "applied"}
+    symbol = batch_symbol(original)
+    fixed: dict[str, int | str] = dict(plan.dims)
+    if "batch" in applied and symbol is not None:
+        fixed[symbol] = plan.batch if isinstance(plan.batch, int) else "batch"
+    return FixResult(plan.source, plan.output, False, original.opset_imports.get(""), model.opset_imports.get(""),
+                     described, None, None, external_bytes(original) if "internalize" in applied else 0, fixed,
+                     timings=phases.timings)
+
+
+def _with(result: FixResult, **changes: Any) -> FixResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def proof_batches(plan: _Plan, original: ir.Model) -> tuple[int, ...]:
+    """The fixed batch; 1 and 3 when the original's batch is symbolic; 1 for a static original."""
+    if isinstance(plan.batch, int):
+        return (plan.batch,)
+    dynamic = any(v.shape is not None and v.shape.rank() and not isinstance(v.shape[0], int)
+                  for v in original.graph.inputs if not v.is_initializer())
+    return (1, 3) if dynamic else (1,)
+
+
+def _proof_message(proof: Proof) -> str:
+    if proof.unavailable:
+        return (f"the proof cannot run: {proof.unavailable}; nothing written "
+                "(--no-verify writes without the proof; --dim NAME=SIZE sizes symbolic dims)")
+    return f"the proof failed: {proof.message}; nothing written"
+
+
+def _manifest(proto: Any, plan: _Plan, result: FixResult, size: int, phases: Phases) -> dict[str, Any]:
+    from portable.exporters.manifest import build_manifest
+
+    assert result.report is not None and result.fingerprint is not None
+    manifest = build_manifest(proto, file=plan.output.name, fingerprint=result.fingerprint, size=size,
+                              precision=precision(proto), batch=plan.batch, policy=plan.policy,
+                              report=result.report.to_dict(),
+                              parity=result.proof.to_dict() if result.proof is not None else None,
+                              timings=dict(phases.timings), spec=None)
+    manifest["fix"] = {"source": str(plan.source), "remedies": [r.to_dict() for r in result.remedies],
+                       "bytes_internalized": result.bytes_internalized, "dims_fixed": dict(result.dims_fixed)}
+    return manifest

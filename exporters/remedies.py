@@ -1,0 +1,238 @@
+"""The remedies of ``portable fix``, in onnx-ir style: one transformation per pass.
+
+The generic work is done by libraries: ``onnx.version_converter`` (opset), onnx-ir's
+common passes (inlining, unused nodes, initializers listed as inputs), and the exporter's
+own passes (:mod:`portable.exporters.passes`: constant folding, batch-only shape
+computations, static value shapes, canonical names), composed here, not copied. What is
+hand-written: fixing named dims and the batch of a model that arrives with symbols, and
+internalizing external data under the hostile-input rules of ``portable validate``.
+
+A pass that cannot apply its remedy safely raises :class:`RemedyRefused`; the caller then
+keeps the model as it was before that pass and reports why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import onnx_ir as ir
+
+from portable.exporters.passes import BATCH, RenameSymbolPass
+
+__all__ = [
+    "ConvertOpsetPass",
+    "FixBatchPass",
+    "FixDimsPass",
+    "InternalizeDataPass",
+    "RaiseIRVersionPass",
+    "RemedyRefused",
+    "batch_symbol",
+    "external_bytes",
+    "symbols",
+]
+
+
+class RemedyRefused(Exception):
+    """A remedy that cannot be applied safely; the message says why, for the user."""
+
+
+class ConvertOpsetPass(ir.passes.FunctionalPass):
+    """The default-domain opset to ``opset`` with ``onnx.version_converter`` (up or down).
+
+    An op the converter has no adapter for is refused with the converter's own words:
+    the op is reported, never guessed. The IR version is raised to what the opset needs.
+    """
+
+    def __init__(self, opset: int) -> None:
+        super().__init__()
+        self.opset = opset
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if model.opset_imports.get("", None) == self.opset:
+            return ir.passes.PassResult(model.clone(), modified=False)  # a functional pass returns a new model
+        import onnx
+        from onnx import version_converter
+
+        proto = ir.to_proto(model)
+        # An IR version below 4 asks the converter to find every initializer among the graph's
+        # inputs, which the earlier remedy removed: the target opset's IR version applies already.
+        target = [onnx.helper.make_opsetid("", self.opset)]
+        proto.ir_version = max(proto.ir_version, onnx.helper.find_min_ir_version_for(target, ignore_unknown=True))
+        try:
+            converted = version_converter.convert_version(proto, self.opset)
+        except Exception as exc:  # noqa: BLE001 - the converter raises RuntimeError, ValidationError, IndexError
+            raise RemedyRefused(f"onnx.version_converter cannot convert to opset {self.opset}: "
+                                f"{_first_line(exc)}") from None
+        needed = onnx.helper.find_min_ir_version_for(list(converted.opset_import), ignore_unknown=True)
+        converted.ir_version = max(converted.ir_version, needed)
+        return ir.passes.PassResult(ir.from_proto(converted), modified=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The converter's message without its C++ source position and assertion text."""
+    lines = str(exc).strip().splitlines()
+    line = re.sub(r"^.*(?:Assertion `.*` failed|\.h:\d+: \w+):\s*", "", lines[0] if lines else type(exc).__name__)
+    return line[:300]
+
+
+def symbols(model: ir.Model) -> set[str]:
+    """Every symbolic dim name of the graph's inputs and outputs."""
+    return {d.value for v in (*model.graph.inputs, *model.graph.outputs) if v.shape is not None
+            for d in v.shape if isinstance(d, ir.SymbolicDim) and d.value is not None}
+
+
+def batch_symbol(model: ir.Model) -> str | None:
+    """The one symbol at dim 0 of every input whose dim 0 is symbolic; None when there is none
+    or when inputs disagree (two symbols: not one batch, nothing is guessed)."""
+    found = {str(v.shape[0]) for v in model.graph.inputs if v.shape is not None and v.shape.rank()
+             and isinstance(v.shape[0], ir.SymbolicDim) and v.shape[0].value is not None}
+    return found.pop() if len(found) == 1 else None
+
+
+def _set_dims(model: ir.Model, sizes: Mapping[str, int]) -> int:
+    """Replace every dim named in ``sizes`` by its size, in every value; the count of values changed."""
+    changed = 0
+    for value in _values(model.graph):
+        if value.shape is None:
+            continue
+        dims = [sizes.get(d.value, d) if isinstance(d, ir.SymbolicDim) and d.value else d for d in value.shape]
+        if dims != list(value.shape):
+            value.shape = ir.Shape(dims)
+            changed += 1
+    return changed
+
+
+class RaiseIRVersionPass(ir.passes.InPlacePass):
+    """The model's IR version raised to at least ``minimum`` (4: initializers need not be graph inputs)."""
+
+    def __init__(self, minimum: int) -> None:
+        super().__init__()
+        self.minimum = minimum
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if model.ir_version >= self.minimum:
+            return ir.passes.PassResult(model, modified=False)
+        model.ir_version = self.minimum
+        return ir.passes.PassResult(model, modified=True)
+
+
+class FixDimsPass(ir.passes.InPlacePass):
+    """``--dim NAME=SIZE``: the named symbols become integers wherever they appear."""
+
+    def __init__(self, sizes: Mapping[str, int]) -> None:
+        super().__init__()
+        self.sizes = dict(sizes)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        unknown = sorted(set(self.sizes) - symbols(model))
+        if unknown:
+            known = ", ".join(sorted(symbols(model))) or "none"
+            raise RemedyRefused(f"--dim {', '.join(unknown)}: no such symbolic dim in the graph's inputs or "
+                                f"outputs (symbols: {known})")
+        return ir.passes.PassResult(model, modified=_set_dims(model, self.sizes) > 0)
+
+
+class FixBatchPass(ir.passes.InPlacePass):
+    """The batch symbol (dim 0 of the inputs) becomes ``batch`` (dynamic) or the integer ``size``.
+
+    Only a symbol shared by every input with a symbolic dim 0 counts as the batch; a model
+    whose inputs have a fixed dim 0 keeps it (making it dynamic could break constant shapes).
+    """
+
+    def __init__(self, size: int | None) -> None:
+        super().__init__()
+        self.size = size
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        symbol = batch_symbol(model)
+        if symbol is None:
+            return ir.passes.PassResult(model, modified=False)
+        if self.size is not None:
+            return ir.passes.PassResult(model, modified=_set_dims(model, {symbol: self.size}) > 0)
+        if symbol == BATCH:
+            return ir.passes.PassResult(model, modified=False)
+        return RenameSymbolPass(symbol, BATCH).call(model)
+
+
+class InternalizeDataPass(ir.passes.InPlacePass):
+    """Weights kept in external files are read into the model, under ``validate``'s rules for hostile input.
+
+    A location must be relative, without ``..``, resolve (links followed) inside ``folder``,
+    name a regular file (no FIFO or device: a read must end), and its ``offset + length``
+    lie inside that file; the bytes read in all are refused above ``limit``, before any read.
+    onnx-ir's ExternalTensor checks containment too; the checks here come first because it
+    does not refuse FIFOs and does not bound the total size.
+    """
+
+    def __init__(self, folder: Path, limit: int) -> None:
+        super().__init__()
+        self.folder = folder
+        self.limit = limit
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        found = list(_external(model))
+        sizes = [self._checked(t) for _, t in found]
+        total = sum(sizes)
+        if total > self.limit:
+            raise RemedyRefused(f"external data is {total:,} bytes: inline, the model would pass the size limit "
+                                f"of {self.limit:,} bytes (max-size, at most protobuf's 2 GiB); nothing was read")
+        for value, tensor in found:
+            value.const_value = self._read(tensor)
+        return ir.passes.PassResult(model, modified=bool(found))
+
+    def _checked(self, tensor: ir.ExternalTensor) -> int:
+        """The tensor's byte count once its file is known safe to read; refused otherwise."""
+        location = str(tensor.location)
+        where = f"tensor '{tensor.name}': external data '{location}'"
+        if os.path.isabs(location) or ".." in Path(location).parts:
+            raise RemedyRefused(f"{where} is not a plain relative path inside the model's folder: not read")
+        path = self.folder / location
+        real, base = os.path.realpath(path), os.path.realpath(self.folder)
+        if os.path.commonpath([real, base]) != base:
+            raise RemedyRefused(f"{where} links outside the model's folder (to {real}): not read")
+        try:
+            info = os.stat(real)
+        except OSError as exc:
+            raise RemedyRefused(f"{where} cannot be read: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise RemedyRefused(f"{where} is not a regular file (a FIFO, device or folder): not read")
+        offset, length = tensor.offset or 0, tensor.length if tensor.length is not None else tensor.nbytes
+        if offset + length > info.st_size or length < tensor.nbytes:
+            raise RemedyRefused(f"{where}: bytes {offset}..{offset + length} do not hold the tensor's "
+                                f"{tensor.nbytes:,} bytes (the file has {info.st_size:,})")
+        return int(tensor.nbytes)
+
+    def _read(self, tensor: ir.ExternalTensor) -> ir.Tensor:
+        safe = ir.ExternalTensor(tensor.location, tensor.offset, tensor.length, tensor.dtype, shape=tensor.shape,
+                                 name=tensor.name, base_dir=self.folder)
+        try:
+            return ir.Tensor(safe.numpy().copy(), dtype=tensor.dtype, name=tensor.name)
+        finally:
+            safe.release()
+
+
+def external_bytes(model: ir.Model) -> int:
+    """Bytes the model keeps in external files (initializers and Constant attributes)."""
+    return sum(int(t.nbytes) for _, t in _external(model))
+
+
+def _external(model: ir.Model) -> Iterator[tuple[ir.Value, ir.ExternalTensor]]:
+    for value in model.graph.initializers.values():
+        if isinstance(value.const_value, ir.ExternalTensor):
+            yield value, value.const_value
+    for node in model.graph.all_nodes():
+        attr = node.attributes.get("value")
+        if node.op_type == "Constant" and attr is not None and isinstance(attr.value, ir.ExternalTensor):
+            raise RemedyRefused(f"node '{node.name}': a Constant keeps its value in external data "
+                                f"'{attr.value.location}'; move it to an initializer first")
+
+
+def _values(graph: ir.Graph) -> Iterator[ir.Value]:
+    yield from graph.inputs
+    yield from graph.initializers.values()
+    for node in graph.all_nodes():
+        yield from node.outputs

@@ -1,0 +1,143 @@
+"""``portable fix``: make an ONNX model portable where that is safe, prove it, say what remains.
+
+onnx-ir, onnxruntime and the exporter's passes are imported inside the command only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from portable._version import __version__
+from portable.cli.options import quiet_option
+from portable.policy import load_policy, merge_cli
+
+__all__ = ["FIX_SCHEMA_VERSION", "fix", "render_json", "render_text"]
+
+# portable/schemas/fix.schema.json: the major part changes on incompatible changes.
+FIX_SCHEMA_VERSION = "1.0"
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+              help="The fixed ONNX file to write (its manifest goes beside it as OUTPUT.json).")
+@click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
+              help="dynamic: the inputs' dim-0 symbol becomes 'batch'; N: it becomes the integer N.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE",
+              help="Fix a symbolic dim of the inputs/outputs to SIZE (repeatable).")
+@click.option("--opset", type=click.IntRange(min=1), default=None, help="Target opset. Default: the policy's (18).")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="Prove the fixed model equivalent with ONNX Runtime (original vs fixed).")
+@click.option("--inputs", "inputs", default=None, type=click.Path(dir_okay=False),
+              help="Prove on these inputs (.npz: input names or arr_0... as keys) instead of seeded random ones.")
+@click.option("--strict", is_flag=True, help="Warnings fail too, and nothing is written while any finding remains.")
+@click.option("--canonical-names", is_flag=True, help="Rename nodes and values from their op types, in graph order.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--config", type=click.Path(dir_okay=False), default=None,
+              help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
+@click.option("--select", multiple=True, metavar="IDS", help="Validate only these rules (comma-separated).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (comma-separated).")
+@quiet_option
+def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int | None, force: bool, verify: bool,
+        inputs: str | None, strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
+        ignore: tuple[str, ...], quiet: bool) -> None:
+    """Make MODEL portable where that is safe, prove it equivalent, and list what no remedy fixes.
+
+    Exit codes: 0 portable and proven; 1 findings remain (the file is written unless
+    --strict) or the proof failed (nothing written); 2 usage; 3 unreadable model, or the
+    original cannot be run for the proof (nothing written unless --no-verify).
+    """
+    from portable.exporters.fix import FixFailed
+    from portable.exporters.fix import fix as run_fix
+    from portable.runners.inputs import parse_dims
+
+    policy = merge_cli(load_policy(config), select=select, ignore=ignore)
+    try:
+        result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,
+                         verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,
+                         quiet=quiet or fmt != "text")
+    except FixFailed as exc:
+        click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
+        click.echo(f"portable: fix failed: {exc}", err=True)
+        raise click.exceptions.Exit(int(exc.exit_code)) from None
+    if fmt == "json" or not quiet:
+        click.echo(render_json(result) if fmt == "json" else render_text(result))
+    raise click.exceptions.Exit(int(result.exit_code))
+
+
+def render_json(result: Any) -> str:
+    """The fix report as JSON (schema: portable/schemas/fix.schema.json)."""
+    data = {"schema_version": FIX_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            **result.to_dict()}
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def render_text(result: Any) -> str:
+    """The remedies table, the proof, what remains, and what was written."""
+    lines = [f"portable fix: {result.source} -> {result.path}", "",
+             f"  {'remedy':<24} {'status':<10} {'nodes':<12} changes"]
+    for r in result.remedies:
+        if r.status in ("skipped", "unchanged"):
+            continue
+        delta = _delta(r.nodes_before, r.nodes_after)
+        nodes = f"{sum(r.nodes_before.values())} -> {sum(r.nodes_after.values())}"
+        lines.append(f"  {r.name:<24} {r.status:<10} {nodes:<12} " + "; ".join(x for x in (r.detail, delta) if x))
+    quiet = [r.name for r in result.remedies if r.status == "unchanged"]
+    if quiet:
+        lines.append(f"  unchanged: {', '.join(quiet)}")
+    lines += ["", _proof_line(result.proof)]
+    lines += _remaining(result)
+    lines.append(_written(result))
+    return "\n".join(lines)
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> str:
+    ops = sorted(set(before) | set(after))
+    changes = [f"{op} {before.get(op, 0)}->{after.get(op, 0)}" for op in ops if before.get(op, 0) != after.get(op, 0)]
+    return ", ".join(changes)
+
+
+def _proof_line(proof: Any) -> str:
+    if proof is None:
+        return "proof: not run (--no-verify)"
+    batches = ", ".join(str(b) for b in proof.batches)
+    if proof.ok and proof.original_runtime != "onnxruntime":
+        fixed = "ONNX Runtime" if proof.fixed_runtime == "onnxruntime" else "onnx.reference too"
+        return (f"proof: holds at batch {batches}: {proof.message} (the original run by onnx.reference, "
+                f"the fixed model by {fixed})\n  why: {proof.original_runtime.partition(' (')[2][:-1]}")
+    if proof.ok:
+        return f"proof: holds at batch {batches}: {proof.message} (ONNX Runtime, original vs fixed)"
+    return f"proof: {'cannot run' if proof.unavailable else 'FAILED'} at batch {batches}: {proof.message}"
+
+
+def _remaining(result: Any) -> list[str]:
+    findings = result.remaining
+    if result.report is None or not findings:
+        return [] if result.report is None else ["validate: the fixed model honours the contract"]
+    opset = next((r for r in result.remedies if r.name == "opset" and r.status == "refused"), None)
+    lines = [f"not fixable automatically ({len(findings)}):"]
+    for f in findings:
+        lines.append(f"  {f.rule_id} {f.severity.value}: {f.location.describe()}: {f.message}")
+        lines.append(f"      fix: {_hint(f, opset.detail if opset else None)}")
+    return lines
+
+
+def _hint(finding: Any, opset_refusal: str | None) -> str:
+    """The rule's hint; for a symbolic input dim, the --dim that fixes it; for the opset, why it stayed."""
+    if finding.rule_id == "PORT001" and opset_refusal:
+        return f"the opset remedy was refused ({opset_refusal}); convert the named op by hand or re-export"
+    if finding.rule_id == "PORT008" and "dynamic dim" in finding.message:
+        return f"rerun fix with --dim NAME=SIZE for each symbol other than the batch in the shape above; or {finding.hint}"
+    return finding.hint
+
+
+def _written(result: Any) -> str:
+    if result.written:
+        return f"wrote {result.path} ({(result.fingerprint or '')[:19]}…), manifest {result.manifest_path}"
+    if result.report is not None and result.remaining:
+        return "nothing written (--strict: findings remain)"
+    return "nothing written"
