@@ -28,10 +28,12 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 class ExportFailed(FindingsError):
     """Findings (or a parity failure) stopped the export; nothing was written. ``report`` says why."""
 
-    def __init__(self, message: str, report: ValidationReport, parity: Parity | None = None) -> None:
+    def __init__(self, message: str, report: ValidationReport, parity: Parity | None = None,
+                 detail: str = "") -> None:
         super().__init__(message)
         self.report = report
         self.parity = parity
+        self.detail = detail  # torch's own report of a failure, for --debug
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ def capture_or_fail(job: _Job) -> Captured:
     try:
         return capture(job.module, job.args, job.batch, job.root, job.names)
     except CaptureFailed as exc:
-        raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings)) from None
+        raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings),
+                           detail=exc.detail) from None
 
 
 def specialized_inputs(model: Any, job: _Job) -> None:
