@@ -39,13 +39,19 @@ class Captured:
 
 
 def dynamic_shapes(args: Sequence[Any], batch: str | int) -> tuple[Any, ...] | None:
-    """dim 0 of every tensor argument is one shared ``Dim("batch")``; None for a static batch."""
+    """dim 0 of every tensor leaf is one shared ``Dim("batch")``; None for a static batch.
+
+    The result follows the pytree structure of ``args`` (lists, tuples, dicts, nested), as
+    ``torch.export`` wants it: ``([image],)`` gives ``([{0: batch}],)``.
+    """
     import torch
+    from torch.utils import _pytree
 
     if batch != "dynamic":
         return None
     dim = torch.export.Dim(BATCH)
-    return tuple({0: dim} if isinstance(a, torch.Tensor) and a.dim() > 0 else None for a in args)
+    return tuple(_pytree.tree_map(lambda a: {0: dim} if isinstance(a, torch.Tensor) and a.dim() > 0 else None, arg)
+                 for arg in args)
 
 
 def capture(module: Any, args: tuple[Any, ...], batch: str | int, root: Path,

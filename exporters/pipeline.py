@@ -42,7 +42,7 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
     parity = None
     if verify:
         with phases.phase("verify"):
-            parity = _verify(job, data, report)
+            parity = _verify(job, data, report, proto)
     existed = job.path.exists()
     with phases.phase("write"):
         write_atomic(job.path, data, force)
@@ -105,9 +105,9 @@ def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> Validation
     return report
 
 
-def _verify(job: _Job, data: bytes, report: ValidationReport) -> Parity:
+def _verify(job: _Job, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
-    parity = verify_parity(job.module, job.args, data, batches, job.precision)
+    parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto)
     if not parity.ok:
         raise ExportFailed(f"parity check failed: {parity.message}", report, parity)
     return parity

@@ -65,6 +65,8 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
             click.echo(exc.detail, err=True)
         click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
         raise click.exceptions.Exit(int(exc.exit_code)) from None
+    for warning in result.parity.warnings if result.parity else ():
+        click.echo(f"portable: warning: parity: {warning}", err=True)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     elif not quiet:
