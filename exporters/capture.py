@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import FindingsError, one_line
-from portable.exporters.failures import attention_hint, debug_text, model_frame, root_cause
+from portable.exporters.failures import (
+    DATA_DEPENDENT_HINT,
+    DataDependentSize,
+    ModelFrame,
+    attention_hint,
+    data_dependent_size,
+    debug_text,
+    model_frame,
+    root_cause,
+)
 from portable.exporters.rules import precheck_finding
 from portable.findings import Finding
 
@@ -66,8 +75,9 @@ def capture(module: Any, args: tuple[Any, ...], batch: str | int, root: Path,
         with contextlib.redirect_stderr(printed):
             program = torch.export.export(module, args, dynamic_shapes=shapes, strict=False)
     except Exception as exc:  # noqa: BLE001 - every torch.export failure is reported as a finding
-        raise CaptureFailed(failure_findings(exc, module, args, root, names),
-                            debug_text(exc, printed.getvalue())) from None
+        text = printed.getvalue()
+        raise CaptureFailed(failure_findings(exc, module, args, root, names, printed=text),
+                            debug_text(exc, text)) from None
     return Captured(program, _batch_symbol(program) if shapes else None)
 
 
@@ -83,14 +93,18 @@ def _batch_symbol(program: Any) -> str | None:
 
 
 def failure_findings(exc: BaseException, module: Any, args: tuple[Any, ...], root: Path,
-                     names: Sequence[str] | None = None, stage: str = "torch.export") -> list[Finding]:
-    """The findings for one torch failure: data-dependent branch, specialized batch, other (PORT104),
-    at the innermost line of the model's code, with the known remedy where there is one."""
+                     names: Sequence[str] | None = None, stage: str = "torch.export", printed: str = "") -> list[Finding]:
+    """The findings for one torch failure: data-dependent shape or branch, specialized batch, other
+    (PORT104), at the innermost line of the model's code, with the known remedy where there is one.
+    ``printed``: what torch wrote to stderr meanwhile (its partial graph)."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     frame = model_frame(exc, root)
     where = frame.source if frame else None
     if any(isinstance(e, GuardOnDataDependentSymNode) for e in (exc, root_cause(exc))):
+        size = data_dependent_size(exc, root, printed)
+        if size is not None:
+            return [_data_dependent_size(size, frame)]
         first = one_line(exc, typed=False, limit=300)
         what = f"`{frame.code}` " if frame and frame.code else ""
         return [precheck_finding("PORT101", f"data-dependent branch: {what}decides Python control flow from "
@@ -102,6 +116,16 @@ def failure_findings(exc: BaseException, module: Any, args: tuple[Any, ...], roo
     first = next((line for line in str(cause).strip().splitlines() if line.strip()), type(cause).__name__)
     hint = attention_hint(module, frame) or (_TORCH_ONNX_HINT if stage == "torch.onnx" else None)
     return [precheck_finding("PORT104", f"{stage} failed: {type(cause).__name__}: {first[:300]}", where, hint=hint)]
+
+
+def _data_dependent_size(size: DataDependentSize, guard: ModelFrame | None) -> Finding:
+    """PORT106 at the line that made the data-dependent size, naming the line that then needed it."""
+    origin = size.frame or guard
+    made = f"`{origin.code}` gives" if origin and origin.code else "an op gives"
+    then = f"; `{guard.code}` ({guard.source}) then needs its value" if guard and guard.code and guard != origin else ""
+    message = (f"data-dependent shape: {made} an output whose size depends on tensor values "
+               f"({', '.join(size.symbols)}){then}, which a static graph cannot express")
+    return precheck_finding("PORT106", message, origin.source if origin else None, hint=DATA_DEPENDENT_HINT)
 
 
 def _specialized(module: Any, args: tuple[Any, ...], value: int, names: Sequence[str] | None) -> Finding:

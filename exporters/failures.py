@@ -20,9 +20,10 @@ from typing import Any
 
 from portable.exporters.provenance import relative_file
 from portable.findings import SourceLocation
-from portable.frames import Frame, frames_of
+from portable.frames import frames_of
 
-__all__ = ["ModelFrame", "attention_hint", "debug_text", "model_frame", "root_cause"]
+__all__ = ["DATA_DEPENDENT_HINT", "DataDependentSize", "ModelFrame", "attention_hint", "data_dependent_size",
+           "debug_text", "model_frame", "root_cause"]
 
 _SECTIONS = (re.compile(r"The following call raised this error:\n(.*?)(?:\n\n|\Z)", re.S),
              re.compile(r"Original traceback:\n(.*?)(?:\nUse tlparse|\n\n|\Z)", re.S))
@@ -31,6 +32,10 @@ _SECTIONS = (re.compile(r"The following call raised this error:\n(.*?)(?:\n\n|\Z
 _MACHINERY = re.compile(r"(/torch/|/torchgen/|/onnxscript/|/onnx_ir/|/onnx/|/functorch/|^<|/lib/python3\.\d+/[^/]+\.py$"
                         r"|/lib/python3\.\d+/(?!site-packages|dist-packages)[^/]+/)")
 _ATTENTION = re.compile(r"attn|attention|sdpa", re.I)
+DATA_DEPENDENT_HINT = ("a portable graph has static shapes: if this is post-processing (NMS, score thresholds, box "
+                       "filtering), export the network without it (e.g. a detector's backbone and heads) and run it "
+                       "outside the ONNX model; otherwise keep sizes fixed (torch.where(cond, x, 0) instead of nonzero, "
+                       "masked_select or boolean indexing)")
 
 
 @dataclass(frozen=True)
@@ -89,12 +94,10 @@ def _traces(exc: BaseException) -> Iterator[str]:
 
 def model_frame(exc: BaseException, root: Path) -> ModelFrame | None:
     """The innermost frame of the model's code in the first stack text that holds one."""
-    base = str(root.resolve())
     for trace in _traces(exc):
-        frames: list[Frame] = [f for f in frames_of(trace) if _is_model(f.file)]
-        if frames:
-            last = frames[-1]
-            return ModelFrame(SourceLocation(relative_file(last.file, base), last.line), last.function, last.code)
+        frame = _frame_in(trace, root)
+        if frame is not None:
+            return frame
     return None
 
 
@@ -121,3 +124,62 @@ def attention_hint(module: Any, frame: ModelFrame | None) -> str | None:
     return (f"the failing line is in the model's attention code, which runs the {impl!r} attention implementation: "
             "load the model with attn_implementation='eager' (e.g. from_pretrained(..., attn_implementation='eager') "
             "or config._attn_implementation = 'eager') and export again")
+
+
+@dataclass(frozen=True)
+class DataDependentSize:
+    """Where torch made the data-dependent size (``u1``) a failed guard was about."""
+
+    symbols: tuple[str, ...]
+    frame: ModelFrame | None
+
+
+_GRAPH_FILE = re.compile(r"# File: (?P<file>.+?):(?P<line>\d+) in (?P<function>\S+), code: (?P<code>.*)")
+_GRAPH_VALUE = re.compile(r'^\s*\w+: "[a-z0-9]+\[(?P<dims>[^\]]*)\]"')
+
+
+def _size_symbols(exc: BaseException) -> tuple[str, ...]:
+    """torch's "(Size-like symbols: u1, u2)" of a data-dependent guard, if any."""
+    match = re.search(r"\(Size-like symbols: ([^)]*)\)", str(exc))
+    names = match.group(1).split(",") if match else ()
+    return tuple(n.strip() for n in names if n.strip() and n.strip() != "none")
+
+
+def _allocated_at(printed: str, symbol: str, root: Path) -> ModelFrame | None:
+    """The model line above the first value sized by ``symbol`` in the partial graph torch printed.
+
+    torch records each unbacked symbol's stack only with extended debugging on, but on failure it
+    prints the graph traced so far, each node under a ``# File: path:line in fn, code: ...`` comment;
+    the first node whose shape holds ``u1`` is the op that made it (``torch.where(keep)[0]``).
+    """
+    word, last = re.compile(rf"\b{re.escape(symbol)}\b"), None
+    for line in printed.splitlines():
+        comment = _GRAPH_FILE.search(line)
+        if comment:
+            last = comment
+            continue
+        value = _GRAPH_VALUE.match(line)
+        if value and word.search(value["dims"]):
+            if last is None or not _is_model(last["file"]):
+                return None
+            location = SourceLocation(relative_file(last["file"], str(root.resolve())), int(last["line"]))
+            return ModelFrame(location, last["function"], last["code"].strip())
+    return None
+
+
+def data_dependent_size(exc: BaseException, root: Path, printed: str = "") -> DataDependentSize | None:
+    """For a guard on a data-dependent *size* (``nonzero``, ``torch.where(cond)``, ``nms``...): its
+    symbols and the model line that made the first of them (else the guard's line); None for a guard
+    on a value (``if x.sum() > 0``, ``.item()``)."""
+    symbols = next((found for found in map(_size_symbols, _chain(exc)) if found), ())
+    if not symbols:
+        return None
+    return DataDependentSize(symbols, _allocated_at(printed, symbols[0], root) or model_frame(exc, root))
+
+
+def _frame_in(trace: str, root: Path) -> ModelFrame | None:
+    frames = [f for f in frames_of(trace) if _is_model(f.file)]
+    if not frames:
+        return None
+    last = frames[-1]
+    return ModelFrame(SourceLocation(relative_file(last.file, str(root.resolve())), last.line), last.function, last.code)

@@ -74,7 +74,7 @@ def translate(program: Any, job: _Job) -> ir.Model:
                                              external_data=False, optimize=False, verbose=False,
                                              input_names=list(job.names) if job.names else None)
     except Exception as exc:  # noqa: BLE001 - every torch.onnx failure is reported as a finding
-        findings = failure_findings(exc, job.module, job.args, job.root, job.names, stage="torch.onnx")
+        findings = failure_findings(exc, job.module, job.args, job.root, job.names, "torch.onnx", printed.getvalue())
         raise ExportFailed(findings[0].message, ValidationReport(str(job.path), job.policy, tuple(findings)),
                            detail=debug_text(exc, printed.getvalue())) from None
     return onnx_program.model

@@ -48,3 +48,25 @@ def test_sdpa_attention_failure_hints_eager_attention(tmp_path):
     assert result.exit_code == 1
     [finding] = _findings(result.stdout)
     assert "attn_implementation='eager'" in finding["hint"] and "'sdpa'" in finding["hint"]
+
+
+FILTER = "fixtures/models/filter_boxes.py"
+
+
+def test_data_dependent_size_is_port106_at_the_line_that_made_it(tmp_path):
+    result, out = _export(tmp_path, f"{FILTER}:build")
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert (finding["rule"], finding["severity"]) == ("PORT106", "error")
+    assert finding["location"]["source"] == {"file": FILTER, "line": 22, "module": None}
+    assert "torch.where(boxes[:, 4] > 0)[0]" in finding["message"] and f"({FILTER}:24)" in finding["message"]
+    assert "post-processing" in finding["hint"] and "outside the ONNX model" in finding["hint"]
+    assert result.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_precheck_reports_the_data_dependent_size_as_an_error_not_a_branch():
+    result = CliRunner().invoke(cli, ["precheck", f"{FILTER}:build", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    findings = _findings(result.stdout)
+    assert [(f["rule"], f["severity"]) for f in findings] == [("PORT106", "error")]
+    assert findings[0]["location"]["source"]["line"] == 22
