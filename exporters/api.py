@@ -12,7 +12,7 @@ from typing import Any
 
 from portable.errors import FindingsError, UsageError
 from portable.exporters.capture import Captured, CaptureFailed, capture
-from portable.exporters.inputs import TRACE_BATCH, parse_batch, with_batch
+from portable.exporters.inputs import TRACE_BATCH, parse_batch, tree_map_tensors, with_batch
 from portable.exporters.progress import Phases
 from portable.exporters.provenance import project_root
 from portable.exporters.rules import precheck_finding
@@ -28,10 +28,12 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 class ExportFailed(FindingsError):
     """Findings (or a parity failure) stopped the export; nothing was written. ``report`` says why."""
 
-    def __init__(self, message: str, report: ValidationReport, parity: Parity | None = None) -> None:
+    def __init__(self, message: str, report: ValidationReport, parity: Parity | None = None,
+                 detail: str = "") -> None:
         super().__init__(message)
         self.report = report
         self.parity = parity
+        self.detail = detail  # torch's own report of a failure, for --debug
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def _job(module: Any, example_inputs: Any, path: str | Path, batch: str | int, p
         raise UsageError(f"{len(input_names)} input name(s) for {len(args)} example input(s)")
     module, args = convert_precision(module, args, precision)
     size = TRACE_BATCH if batch == "dynamic" else int(batch)
-    args = tuple(_resize(a, size, batch) for a in args)
+    args = tree_map_tensors(lambda a: _resize(a, size, batch), args)
     policy = (policy or load_policy()).with_(batch="dynamic" if batch == "dynamic" else "static")
     base = Path(root) if root is not None else _module_root(module)
     return _Job(module, args, Path(path), batch, precision, policy,
@@ -140,7 +142,7 @@ def convert_precision(module: Any, args: tuple[Any, ...], precision: str) -> tup
         return module, args
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     converted = copy.deepcopy(module).to(dtype)
-    return converted, tuple(a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+    return converted, tree_map_tensors(lambda a: a.to(dtype) if a.is_floating_point() else a, args)
 
 
 def _module_root(module: Any) -> Path:
@@ -155,7 +157,8 @@ def capture_or_fail(job: _Job) -> Captured:
     try:
         return capture(job.module, job.args, job.batch, job.root, job.names)
     except CaptureFailed as exc:
-        raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings)) from None
+        raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings),
+                           detail=exc.detail) from None
 
 
 def specialized_inputs(model: Any, job: _Job) -> None:

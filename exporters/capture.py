@@ -11,23 +11,34 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import FindingsError, one_line
-from portable.exporters.provenance import user_frame
+from portable.exporters.failures import (
+    DATA_DEPENDENT_HINT,
+    DataDependentSize,
+    ModelFrame,
+    attention_hint,
+    data_dependent_size,
+    debug_text,
+    model_frame,
+    root_cause,
+)
 from portable.exporters.rules import precheck_finding
 from portable.findings import Finding
 
 __all__ = ["CaptureFailed", "Captured", "capture", "dynamic_shapes", "failure_findings"]
 
 BATCH = "batch"
-_RAISED_AT = re.compile(r"The following call raised this error:\n(.*?)(?:\n\n|\Z)", re.S)
 _SPECIALIZED = re.compile(r"specialized it to be a constant \((\d+)\)")
+_TORCH_ONNX_HINT = ("torch.export traced the model but torch.onnx cannot decompose or translate this line (bare "
+                    "torch.onnx.export fails the same way): rewrite it; `portable --debug export ...` prints torch's report")
 
 
 class CaptureFailed(FindingsError):
     """torch.export refused the model; ``findings`` say where and why."""
 
-    def __init__(self, findings: Sequence[Finding]) -> None:
+    def __init__(self, findings: Sequence[Finding], detail: str = "") -> None:
         super().__init__(findings[0].message if findings else "torch.export failed")
         self.findings = tuple(findings)
+        self.detail = detail  # torch's own report, shown under --debug
 
 
 @dataclass(frozen=True)
@@ -37,13 +48,19 @@ class Captured:
 
 
 def dynamic_shapes(args: Sequence[Any], batch: str | int) -> tuple[Any, ...] | None:
-    """dim 0 of every tensor argument is one shared ``Dim("batch")``; None for a static batch."""
+    """dim 0 of every tensor leaf is one shared ``Dim("batch")``; None for a static batch.
+
+    The result follows the pytree structure of ``args`` (lists, tuples, dicts, nested), as
+    ``torch.export`` wants it: ``([image],)`` gives ``([{0: batch}],)``.
+    """
     import torch
+    from torch.utils import _pytree
 
     if batch != "dynamic":
         return None
     dim = torch.export.Dim(BATCH)
-    return tuple({0: dim} if isinstance(a, torch.Tensor) and a.dim() > 0 else None for a in args)
+    return tuple(_pytree.tree_map(lambda a: {0: dim} if isinstance(a, torch.Tensor) and a.dim() > 0 else None, arg)
+                 for arg in args)
 
 
 def capture(module: Any, args: tuple[Any, ...], batch: str | int, root: Path,
@@ -52,12 +69,15 @@ def capture(module: Any, args: tuple[Any, ...], batch: str | int, root: Path,
     import torch
 
     shapes = dynamic_shapes(args, batch)
+    printed = io.StringIO()
     try:
         # on failure torch.export prints the partial graph to stderr; the finding says what matters
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(printed):
             program = torch.export.export(module, args, dynamic_shapes=shapes, strict=False)
     except Exception as exc:  # noqa: BLE001 - every torch.export failure is reported as a finding
-        raise CaptureFailed(failure_findings(exc, module, args, root, names)) from None
+        text = printed.getvalue()
+        raise CaptureFailed(failure_findings(exc, module, args, root, names, printed=text),
+                            debug_text(exc, text)) from None
     return Captured(program, _batch_symbol(program) if shapes else None)
 
 
@@ -73,35 +93,39 @@ def _batch_symbol(program: Any) -> str | None:
 
 
 def failure_findings(exc: BaseException, module: Any, args: tuple[Any, ...], root: Path,
-                     names: Sequence[str] | None = None) -> list[Finding]:
-    """The findings for one torch.export exception: data-dependent branch, specialized batch, other."""
+                     names: Sequence[str] | None = None, stage: str = "torch.export", printed: str = "") -> list[Finding]:
+    """The findings for one torch failure: data-dependent shape or branch, specialized batch, other
+    (PORT104), at the innermost line of the model's code, with the known remedy where there is one.
+    ``printed``: what torch wrote to stderr meanwhile (its partial graph)."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-    text = str(exc)
-    where = _raised_at(text, root)
-    if isinstance(exc, GuardOnDataDependentSymNode):
-        code = _code_line(text)
+    frame = model_frame(exc, root)
+    where = frame.source if frame else None
+    if any(isinstance(e, GuardOnDataDependentSymNode) for e in (exc, root_cause(exc))):
+        size = data_dependent_size(exc, root, printed)
+        if size is not None:
+            return [_data_dependent_size(size, frame)]
         first = one_line(exc, typed=False, limit=300)
-        what = f"`{code}` " if code else ""
+        what = f"`{frame.code}` " if frame and frame.code else ""
         return [precheck_finding("PORT101", f"data-dependent branch: {what}decides Python control flow from "
                                  f"tensor values, which torch.export cannot trace ({first})", where)]
-    match = _SPECIALIZED.search(text)
+    match = _SPECIALIZED.search(str(exc))
     if match:
         return [_specialized(module, args, int(match.group(1)), names)]
-    first = next((line for line in text.strip().splitlines() if line.strip()), type(exc).__name__)
-    return [precheck_finding("PORT104", f"torch.export failed: {type(exc).__name__}: {first[:300]}", where)]
+    cause = root_cause(exc)
+    first = next((line for line in str(cause).strip().splitlines() if line.strip()), type(cause).__name__)
+    hint = attention_hint(module, frame) or (_TORCH_ONNX_HINT if stage == "torch.onnx" else None)
+    return [precheck_finding("PORT104", f"{stage} failed: {type(cause).__name__}: {first[:300]}", where, hint=hint)]
 
 
-def _raised_at(text: str, root: Path):
-    match = _RAISED_AT.search(text)
-    return user_frame(match.group(1), root) if match else None
-
-
-def _code_line(text: str) -> str | None:
-    match = _RAISED_AT.search(text)
-    lines = [line.strip() for line in match.group(1).splitlines()] if match else []
-    code = [line for line in lines if line and not line.startswith("File ")]
-    return code[-1] if code else None
+def _data_dependent_size(size: DataDependentSize, guard: ModelFrame | None) -> Finding:
+    """PORT106 at the line that made the data-dependent size, naming the line that then needed it."""
+    origin = size.frame or guard
+    made = f"`{origin.code}` gives" if origin and origin.code else "an op gives"
+    then = f"; `{guard.code}` ({guard.source}) then needs its value" if guard and guard.code and guard != origin else ""
+    message = (f"data-dependent shape: {made} an output whose size depends on tensor values "
+               f"({', '.join(size.symbols)}){then}, which a static graph cannot express")
+    return precheck_finding("PORT106", message, origin.source if origin else None, hint=DATA_DEPENDENT_HINT)
 
 
 def _specialized(module: Any, args: tuple[Any, ...], value: int, names: Sequence[str] | None) -> Finding:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from portable.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TRACE_BATCH", "InputSpec", "parse_batch", "parse_input", "with_batch"]
+__all__ = ["TRACE_BATCH", "InputSpec", "parse_batch", "parse_input", "tree_map_tensors", "with_batch"]
 
 _INPUT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(\d+(?:x\d+)*)(?::([a-z0-9]+))?$")
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -69,6 +70,14 @@ def parse_batch(text: str | int) -> str | int:
     if value < 1:
         raise UsageError(f"bad --batch {text!r}: expected 'dynamic' or a positive integer")
     return value
+
+
+def tree_map_tensors(fn: Callable[[torch.Tensor], Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``fn`` applied to every tensor leaf of ``args`` (lists, tuples, dicts, nested); other leaves kept."""
+    import torch
+    from torch.utils import _pytree
+
+    return tuple(_pytree.tree_map(lambda a: fn(a) if isinstance(a, torch.Tensor) else a, arg) for arg in args)
 
 
 def with_batch(tensor: torch.Tensor, batch: int) -> torch.Tensor:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
 from portable.exporters.api import ExportFailed, ExportResult, _Job, capture_or_fail, specialized_inputs
+from portable.exporters.capture import failure_findings
+from portable.exporters.failures import debug_text
 from portable.exporters.fingerprint import fingerprint
 from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
@@ -38,7 +42,7 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
     parity = None
     if verify:
         with phases.phase("verify"):
-            parity = _verify(job, data, report)
+            parity = _verify(job, data, report, proto)
     existed = job.path.exists()
     with phases.phase("write"):
         write_atomic(job.path, data, force)
@@ -55,12 +59,24 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
 
 
 def translate(program: Any, job: _Job) -> ir.Model:
-    """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows)."""
+    """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows).
+
+    A failure here (decomposition, an op torch cannot translate) is the model's: bare
+    ``torch.onnx.export`` fails the same way. It becomes a finding at the model's line
+    (:class:`ExportFailed`, exit 1); what torch printed is kept for ``--debug``.
+    """
     import torch
 
-    onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
-                                     external_data=False, optimize=False, verbose=False,
-                                     input_names=list(job.names) if job.names else None)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
+                                             external_data=False, optimize=False, verbose=False,
+                                             input_names=list(job.names) if job.names else None)
+    except Exception as exc:  # noqa: BLE001 - every torch.onnx failure is reported as a finding
+        findings = failure_findings(exc, job.module, job.args, job.root, job.names, "torch.onnx", printed.getvalue())
+        raise ExportFailed(findings[0].message, ValidationReport(str(job.path), job.policy, tuple(findings)),
+                           detail=debug_text(exc, printed.getvalue())) from None
     assert onnx_program is not None
     return onnx_program.model
 
@@ -90,9 +106,9 @@ def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> Validation
     return report
 
 
-def _verify(job: _Job, data: bytes, report: ValidationReport) -> Parity:
+def _verify(job: _Job, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
-    parity = verify_parity(job.module, job.args, data, batches, job.precision)
+    parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto)
     if not parity.ok:
         raise ExportFailed(f"parity check failed: {parity.message}", report, parity)
     return parity

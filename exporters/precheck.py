@@ -16,6 +16,7 @@ from typing import Any
 from portable.errors import one_line
 from portable.exporters.api import eval_mode
 from portable.exporters.capture import CaptureFailed, capture
+from portable.exporters.failures import DATA_DEPENDENT_HINT
 from portable.exporters.provenance import relative_file, user_frame
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.rules import precheck_finding
@@ -71,7 +72,7 @@ def program_findings(program: Any, root: Path) -> Iterator[Finding]:
         if fresh and name not in _CONTROL_FLOW:
             seen |= fresh
             yield precheck_finding("PORT106", f"'{name}' gives an output whose size depends on tensor values "
-                                   f"({', '.join(sorted(map(str, fresh)))})", source)
+                                   f"({', '.join(sorted(map(str, fresh)))})", source, hint=DATA_DEPENDENT_HINT)
 
 
 def graph_break_findings(module: Any, args: tuple[Any, ...], root: Path) -> list[Finding]:

@@ -1,4 +1,12 @@
-"""The parity check: ONNX Runtime against eager PyTorch on seeded random inputs."""
+"""The parity check: ONNX Runtime against eager PyTorch, through the same path as ``portable compare``.
+
+One parity path: the inputs come from the runners' seeded generator
+(:func:`portable.runners.inputs.make_feeds`, integer inputs drawn from each example's own
+range), eager PyTorch runs as :class:`portable.runners.torch_runners.EagerRunner` (same output
+flattening), and :func:`portable.runners.comparator.compare_outputs` judges with compare's default
+tolerances. So ``portable export``'s verify and ``portable compare`` give the same numbers on the
+same model, batch and seed.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +17,13 @@ from typing import Any
 import numpy as np
 
 from portable.errors import one_line
-from portable.exporters.inputs import random_like, with_batch
-from portable.runners.comparator import compare_arrays
-from portable.runners.tolerances import DEFAULT_TOLERANCES, Tolerance
+from portable.runners.base import Feeds, RunnerFailed
+from portable.runners.comparator import PairComparison, compare_outputs
+from portable.runners.inputs import InputSpec, OutputSpec, int_ranges_from_examples, io_of_proto, make_feeds
+from portable.runners.tolerances import DEFAULT_TOLERANCES, Tolerance, ToleranceTable
+from portable.runners.torch_runners import EagerRunner
 
-__all__ = ["TOLERANCES", "Parity", "verify_parity"]
+__all__ = ["TOLERANCES", "ExampleRunner", "Parity", "verify_parity"]
 
 # precision -> the tolerance `portable compare` uses for that dtype (measured: runners/tolerances.py)
 TOLERANCES: dict[str, Tolerance] = {"fp32": DEFAULT_TOLERANCES["float32"], "fp16": DEFAULT_TOLERANCES["float16"],
@@ -33,81 +43,129 @@ class Parity:
     message: str = ""
     skipped: str | None = None  # why the check could not run (e.g. no ONNX Runtime kernel for bf16)
     details: list[dict[str, Any]] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # e.g. a degenerate output: parity on it proves nothing
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"batches": list(self.batches)}
+        return asdict(self) | {"batches": list(self.batches), "warnings": list(self.warnings)}
+
+
+class ExampleRunner(EagerRunner):
+    """Eager PyTorch fed the graph's flat inputs put back into the examples' structure.
+
+    The exporter makes one graph input per tensor leaf of the example inputs (lists, tuples,
+    dicts, nested); this runner rebuilds that structure around the feeds, keeping the examples'
+    non-tensor leaves, then runs :class:`EagerRunner`'s call and output flattening.
+    """
+
+    def __init__(self, module: Any, examples: Sequence[Any]) -> None:
+        from torch.utils import _pytree
+
+        super().__init__(module, "cpu", "eager")
+        self._leaves, self._spec = _pytree.tree_flatten(tuple(examples))
+        self._slots = [i for i, leaf in enumerate(self._leaves) if _is_tensor(leaf)]
+
+    def _tensors(self, feeds: Feeds) -> list[Any]:
+        import torch
+        from torch.utils import _pytree
+
+        arrays = list(feeds.values())
+        if len(arrays) != len(self._slots):
+            raise RunnerFailed(f"the graph has {len(arrays)} inputs, the example inputs {len(self._slots)} tensors")
+        leaves = list(self._leaves)
+        for slot, array, example in zip(self._slots, arrays, (self._leaves[s] for s in self._slots)):
+            leaves[slot] = torch.from_numpy(np.ascontiguousarray(array, dtype=_numpy_dtype(array))).to(example.dtype)
+        return list(_pytree.tree_unflatten(leaves, self._spec))
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _numpy_dtype(array: np.ndarray) -> Any:
+    return np.float32 if array.dtype.name == "bfloat16" else array.dtype  # torch cannot read ml_dtypes' bfloat16
 
 
 def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Sequence[int],
-                  precision: str = "fp32", seed: int = 0) -> Parity:
-    """Run both runtimes at each batch size on seeded inputs shaped like ``examples``."""
-    import onnxruntime as ort
+                  precision: str = "fp32", seed: int = 0, proto: Any = None) -> Parity:
+    """Run both runtimes at each batch size on compare's seeded inputs for the graph's inputs."""
+    import onnx
 
     tol = TOLERANCES[precision]
+    session = _session(data, precision)
+    if isinstance(session, Parity):
+        return session
+    specs, outputs = io_of_proto(proto if proto is not None else onnx.load_from_string(data))
+    runner = ExampleRunner(module, examples)
+    runner.load()
+    ranges = int_ranges_from_examples(specs, examples)
+    details = [_compare(runner, session, specs, outputs, b, seed, ranges) for b in batches]
+    worst = max((d["max_abs_diff"] for d in details), default=0.0)
+    bad = [d for d in details if not d["ok"]]
+    warnings = tuple(dict.fromkeys(w for d in details for w in d["warnings"]))
+    message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
+    return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details, warnings)
+
+
+def _session(data: bytes, precision: str) -> Any:
+    """An ONNX Runtime CPU session, or a :class:`Parity` saying why there is none."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
     try:
-        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
         first = one_line(exc, typed=False)
         if precision == "bf16" and "NOT_IMPLEMENTED" in str(exc):  # the CPU provider lacks bf16 kernels
             return Parity(ok=True, skipped=f"ONNX Runtime's CPU provider has no bf16 kernel here: {first}")
         return Parity(ok=False, message=f"ONNX Runtime cannot load the exported model: {first}")
-    names = [i.name for i in session.get_inputs()]
-    details = [_compare(module, session, names, examples, b, seed + k, tol) for k, b in enumerate(batches)]
-    worst = max((d["max_abs_diff"] for d in details), default=0.0)
-    bad = [d for d in details if not d["ok"]]
-    message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
-    return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details)
 
 
-def _compare(module: Any, session: Any, names: list[str], examples: Sequence[Any], batch: int,
-             seed: int, tol: Tolerance) -> dict[str, Any]:
-    import torch
+def _ort_feeds(specs: Sequence[InputSpec], feeds: Feeds) -> dict[str, np.ndarray]:
+    out = dict(feeds)
+    for spec in specs:
+        if spec.dtype == "bfloat16":  # make_feeds draws bfloat16 inputs in float32
+            import ml_dtypes
 
-    args = [random_like(tuple(with_batch(e, batch).shape), e.dtype, seed + i) for i, e in enumerate(examples)]
-    with torch.no_grad():
-        expected = [t.float().numpy() for t in _flatten(module(*args))]
-    feeds = {n: _numpy(a) for n, a in zip(names, args)}
-    got = [np.asarray(o).astype(np.float32) for o in session.run(None, feeds)]
-    return _judge(batch, expected, got, tol)
+            out[spec.name] = np.asarray(feeds[spec.name]).astype(ml_dtypes.bfloat16)
+    return out
 
 
-def _judge(batch: int, expected: list[np.ndarray], got: list[np.ndarray], tol: Tolerance) -> dict[str, Any]:
-    if len(expected) != len(got):
-        return {"batch": batch, "ok": False, "max_abs_diff": float("inf"),
-                "message": f"batch {batch}: {len(got)} outputs from ONNX Runtime, {len(expected)} from torch"}
-    worst, problems = 0.0, []
-    for i, (e, g) in enumerate(zip(expected, got)):
-        if e.shape != g.shape:
-            problems.append(f"output {i} shape {list(g.shape)} != torch {list(e.shape)}")
-            continue
-        stats = compare_arrays(g, e, tol)  # the same statistics and verdict as `portable compare`
-        worst = max(worst, stats.max_abs)
-        if stats.nonfinite_actual or stats.nonfinite_expected:
-            problems.append(f"output {i} has NaN/Inf ({stats.nonfinite_actual} from ONNX Runtime, "
+def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
+             batch: int, seed: int, ranges: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
+    try:
+        expected = runner.infer(feeds)
+    except RunnerFailed as exc:
+        return _detail(batch, False, float("inf"), f"batch {batch}: {exc}")
+    got = [np.asarray(o) for o in session.run(None, _ort_feeds(specs, feeds))]
+    pair = compare_outputs(("onnxruntime", got), ("eager", expected), [o.name for o in outputs],
+                           [o.dtype for o in outputs], batch, ToleranceTable())
+    return _judge(pair)
+
+
+def _detail(batch: int, ok: bool, worst: float, message: str, pair: PairComparison | None = None) -> dict[str, Any]:
+    rows = [{"output": o.output, "max_abs": o.stats.max_abs, "rms_expected": o.stats.rms_expected,
+             "rms_actual": o.stats.rms_actual, "degenerate": o.stats.degenerate} for o in (pair.outputs if pair else ())]
+    return {"batch": batch, "ok": ok, "max_abs_diff": worst, "message": message,
+            "warnings": [f"batch {batch}: {w}" for w in pair.warnings] if pair else [], "outputs": rows}
+
+
+def _judge(pair: PairComparison) -> dict[str, Any]:
+    if pair.error is not None:
+        return _detail(pair.batch, False, float("inf"), f"batch {pair.batch}: {pair.error}")
+    problems = []
+    for o in pair.outputs:
+        stats = o.stats
+        if stats.shape_mismatch is not None:
+            problems.append(f"output {o.output!r} {stats.shape_mismatch} (ONNX Runtime vs torch)")
+        elif stats.nonfinite_actual or stats.nonfinite_expected:
+            problems.append(f"output {o.output!r} has NaN/Inf ({stats.nonfinite_actual} from ONNX Runtime, "
                             f"{stats.nonfinite_expected} from torch)")
         elif not stats.passed:
-            problems.append(f"output {i} differs by up to {stats.max_abs:.3g} (atol/rtol {tol.describe()})")
-    message = f"batch {batch}: " + "; ".join(problems) if problems else ""
-    return {"batch": batch, "ok": not problems, "max_abs_diff": worst, "message": message}
-
-
-def _numpy(tensor: Any) -> np.ndarray:
-    import torch
-
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes  # onnxruntime feeds bfloat16 through ml_dtypes
-
-        return tensor.float().numpy().astype(ml_dtypes.bfloat16)
-    return tensor.numpy()
-
-
-def _flatten(out: Any) -> list[Any]:
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        return [t for v in out.values() for t in _flatten(v)]
-    if isinstance(out, (list, tuple)):
-        return [t for v in out for t in _flatten(v)]
-    return []
+            problems.append(f"output {o.output!r} differs by up to {stats.max_abs:.3g} (atol/rtol {o.tolerance.describe()})")
+    worst = max((o.stats.max_abs for o in pair.outputs if o.stats.shape_mismatch is None), default=0.0)
+    message = f"batch {pair.batch}: " + "; ".join(problems) if problems else ""
+    return _detail(pair.batch, not problems, worst, message, pair)

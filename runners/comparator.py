@@ -3,6 +3,12 @@
 Every statistic is computed in float64 over the elements that are finite on both sides;
 a non-finite value (NaN or Inf) on either side is a failure by itself, as is a shape
 mismatch. ``max_rel`` is ``|a - e| / |e|`` over elements with ``e != 0``.
+
+An output is *degenerate* when an all-zero output would pass the same tolerance: every
+``|expected| <= atol + atol_rms * rms(expected) + rtol * |expected|`` (all zeros, or values
+like 1e-16 from a random-init network's zero-initialised head). Such a comparison cannot tell
+a correct export from one that outputs zeros, so parity on it proves nothing: it is flagged
+(``degenerate``, a warning), not failed. ``rms_expected``/``rms_actual`` give each side's scale.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class ErrorStats:
     nonfinite_expected: int
     histogram: tuple[int, ...]  # zero-error count, then one count per HISTOGRAM_EDGES decade
     shape_mismatch: str | None = None
+    rms_expected: float = 0.0  # root mean square of the finite expected values
+    rms_actual: float = 0.0
+    degenerate: bool = False  # an all-zero output would pass too: parity proves nothing here
 
     @property
     def share_beyond(self) -> float:
@@ -72,6 +81,9 @@ class ErrorStats:
             "nonfinite_expected": self.nonfinite_expected,
             "shape_mismatch": self.shape_mismatch,
             "histogram": list(self.histogram),
+            "rms_expected": _clean(self.rms_expected),
+            "rms_actual": _clean(self.rms_actual),
+            "degenerate": self.degenerate,
         }
 
 
@@ -88,6 +100,10 @@ def _cosine(a: np.ndarray, e: np.ndarray) -> float:
     if norm == 0.0:
         return 1.0 if not a.any() and not e.any() else 0.0
     return float(np.dot(a, e) / norm)
+
+
+def _rms(values: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(values ** 2))) if values.size else 0.0
 
 
 def _mismatch(actual: np.ndarray, expected: np.ndarray, reason: str) -> ErrorStats:
@@ -107,8 +123,10 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
     abs_err = np.abs(af - ef)
     nonzero = ef != 0
     rel = abs_err[nonzero] / np.abs(ef[nonzero])
-    atol = tolerance.atol + (tolerance.atol_rms * float(np.sqrt(np.mean(ef ** 2))) if ef.size else 0.0)
-    beyond = int(np.count_nonzero(abs_err > atol + tolerance.rtol * np.abs(ef)))
+    rms_e, rms_a = _rms(ef), _rms(af)
+    atol = tolerance.atol + tolerance.atol_rms * rms_e
+    bound = atol + tolerance.rtol * np.abs(ef)
+    beyond = int(np.count_nonzero(abs_err > bound))
     empty = abs_err.size == 0
     return ErrorStats(
         elements=int(a.size),
@@ -121,6 +139,9 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
         nonfinite_actual=int(np.count_nonzero(~np.isfinite(a))),
         nonfinite_expected=int(np.count_nonzero(~np.isfinite(e))),
         histogram=_histogram(abs_err),
+        rms_expected=rms_e,
+        rms_actual=rms_a,
+        degenerate=bool(np.all(np.abs(ef) <= bound)),  # zeros in place of actual would pass (also when empty)
     )
 
 
@@ -137,9 +158,17 @@ class OutputComparison:
     def passed(self) -> bool:
         return self.stats.passed
 
+    @property
+    def warning(self) -> str | None:
+        """Why this output's parity proves nothing, if it does not."""
+        if not self.stats.degenerate or self.stats.shape_mismatch is not None:
+            return None
+        return (f"output {self.output!r}: degenerate: parity proves nothing (reference rms "
+                f"{self.stats.rms_expected:.3g}: an all-zero output would pass {self.tolerance.describe()} too)")
+
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output, "dtype": self.dtype, "passed": self.passed,
-                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict()}
+                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict(), "warning": self.warning}
 
 
 @dataclass(frozen=True)
@@ -160,9 +189,18 @@ class PairComparison:
     def failing_outputs(self) -> tuple[str, ...]:
         return tuple(o.output for o in self.outputs if not o.passed)
 
+    @property
+    def degenerate_outputs(self) -> tuple[str, ...]:
+        return tuple(o.output for o in self.outputs if o.warning is not None)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(o.warning for o in self.outputs if o.warning is not None)
+
     def to_dict(self) -> dict[str, Any]:
         return {"actual": self.actual, "expected": self.expected, "batch": self.batch,
-                "passed": self.passed, "error": self.error, "outputs": [o.to_dict() for o in self.outputs]}
+                "passed": self.passed, "error": self.error, "warnings": list(self.warnings),
+                "outputs": [o.to_dict() for o in self.outputs]}
 
 
 def compare_outputs(actual: tuple[str, Sequence[np.ndarray]], expected: tuple[str, Sequence[np.ndarray]],

@@ -1,9 +1,12 @@
 """Model inputs: what the ONNX graph declares, and identical seeded feeds for every runner.
 
 Feeds are made once per batch size and handed to every runner, so all runners see the
-same bytes: floats from a standard normal, integers uniform in a declared ``[low, high)``
-range, bools fair coin flips; or the user's ``.npz`` (keys are input names, or ``arr_0``...
-in input order).
+same bytes: floats from a standard normal, integers uniform in ``[low, high)``, bools fair
+coin flips; or the user's ``.npz`` (keys are input names, or ``arr_0``... in input order).
+Integer ranges are per input: given (``--int-range NAME=LOW:HIGH``), else the example
+input's own ``[min, max + 1)`` (an all-ones attention mask stays all ones, token ids stay
+in their vocabulary), else one range for all. ``portable export``'s verify uses the same
+generator, so the two give the same numbers on the same model, batch and seed.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_range_from_examples", "load_npz",
-           "make_feeds",
-           "parse_dims", "parse_int_range"]
+__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_range_from_examples",
+           "int_ranges_from_examples", "io_of_proto", "load_npz", "make_feeds", "parse_dims", "parse_int_range",
+           "parse_int_ranges", "tensor_leaves"]
 
 Dim = int | str | None
 
@@ -80,6 +83,11 @@ def graph_io(model_path: str | Path) -> tuple[list[InputSpec], list[OutputSpec]]
 
     model = load_model_file(model_path).proto
     release(model)  # only the graph's signature is read below
+    return io_of_proto(model)
+
+
+def io_of_proto(model: Any) -> tuple[list[InputSpec], list[OutputSpec]]:
+    """The inputs (initializers excluded) and outputs of an ``onnx.ModelProto``."""
     inits = {i.name for i in model.graph.initializer}
     inputs = []
     for value in model.graph.input:
@@ -104,10 +112,15 @@ def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_ra
 
 
 def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: Mapping[str, int] | None = None,
-               int_range: tuple[int, int] = (0, 10)) -> dict[str, np.ndarray]:
-    """Seeded inputs for one batch size; the same seed and batch always give the same bytes."""
+               int_range: tuple[int, int] = (0, 10),
+               int_ranges: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for one batch size; the same seed and batch always give the same bytes.
+
+    An integer input is drawn from ``int_ranges[name]`` when given, else from ``int_range``.
+    """
     rng = np.random.default_rng([seed, batch])
-    return {s.name: _random(rng, s.dtype, s.resolve(batch, dims or {}), int_range) for s in specs}
+    ranges = int_ranges or {}
+    return {s.name: _random(rng, s.dtype, s.resolve(batch, dims or {}), ranges.get(s.name, int_range)) for s in specs}
 
 
 def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
@@ -141,7 +154,7 @@ def _checked(array: np.ndarray, spec: InputSpec, path: str) -> np.ndarray:
 def dims_from_examples(specs: Sequence[InputSpec], examples: Sequence[Any] | None) -> dict[str, int]:
     """Sizes of symbolic non-batch axes, read from the reference's example inputs (by position)."""
     dims: dict[str, int] = {}
-    for spec, example in zip(specs, examples or ()):
+    for spec, example in zip(specs, tensor_leaves(examples)):
         shape = tuple(getattr(example, "shape", ()))
         for axis, dim in enumerate(spec.shape):
             if axis > 0 and isinstance(dim, str) and axis < len(shape):
@@ -149,10 +162,37 @@ def dims_from_examples(specs: Sequence[InputSpec], examples: Sequence[Any] | Non
     return dims
 
 
+def tensor_leaves(examples: Any) -> list[Any]:
+    """The tensor leaves of example inputs (lists, tuples, dicts, nested), in the order the
+    exporter makes them graph inputs; arrays count as tensors."""
+    if examples is None:
+        return []
+    from torch.utils import _pytree
+
+    return [leaf for leaf in _pytree.tree_leaves(examples) if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
+
+
+def _int_example(example: Any) -> bool:
+    dtype = getattr(example, "dtype", None)
+    if dtype is None or str(dtype) in ("torch.bool", "bool"):
+        return False
+    floating = getattr(dtype, "is_floating_point", None)
+    return floating is False or getattr(dtype, "kind", "") in ("i", "u")
+
+
+def int_ranges_from_examples(specs: Sequence[InputSpec], examples: Any) -> dict[str, tuple[int, int]]:
+    """``[min, max + 1)`` of each integer example input, keyed by the graph input it feeds (by position)."""
+    ranges = {}
+    for spec, example in zip(specs, tensor_leaves(examples)):
+        if _int_example(example) and int(np.prod(example.shape)) > 0:
+            ranges[spec.name] = (int(example.min()), int(example.max()) + 1)
+    return ranges
+
+
 def int_range_from_examples(examples: Sequence[Any] | None) -> tuple[int, int] | None:
     """``[min, max + 1)`` over the integer example inputs, if any."""
     lows, highs = [], []
-    for example in examples or ():
+    for example in tensor_leaves(examples):
         dtype = getattr(example, "dtype", None)
         if dtype is not None and getattr(dtype, "is_floating_point", True) is False and str(dtype) != "torch.bool":
             lows.append(int(example.min()))
@@ -179,7 +219,24 @@ def parse_int_range(text: str | None) -> tuple[int, int] | None:
     try:
         lo, hi = int(low), int(high)
     except ValueError:
-        raise UsageError(f"--int-range {text!r}: expected LOW:HIGH") from None
+        raise UsageError(f"--int-range {text!r}: expected LOW:HIGH or NAME=LOW:HIGH") from None
     if not sep or hi <= lo:
         raise UsageError(f"--int-range {text!r}: HIGH must be greater than LOW")
     return lo, hi
+
+
+def parse_int_ranges(values: Sequence[str]) -> tuple[tuple[int, int] | None, dict[str, tuple[int, int]]]:
+    """Repeated ``--int-range [NAME=]LOW:HIGH``: the range for all integer inputs (the last bare
+    one, or None) and the per-input ranges by name."""
+    default: tuple[int, int] | None = None
+    per_input: dict[str, tuple[int, int]] = {}
+    for text in values:
+        name, sep, rest = text.rpartition("=")
+        if sep and not name:
+            raise UsageError(f"--int-range {text!r}: expected LOW:HIGH or NAME=LOW:HIGH")
+        rng = parse_int_range(rest if sep else text)
+        if sep and rng is not None:
+            per_input[name] = rng
+        else:
+            default = rng
+    return default, per_input

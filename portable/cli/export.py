@@ -21,6 +21,13 @@ format_option = click.option("--format", "fmt", type=click.Choice(list(FORMATS))
                              help="How to print the result or the findings.")
 
 
+def _debug() -> bool:
+    """``portable --debug``: torch's own report of a failure goes to stderr too."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx else None
+    return bool(root and isinstance(root.obj, dict) and root.obj.get("debug"))
+
+
 def _render(report: Any, fmt: str) -> str:
     return get_formatter(fmt).render([report])
 
@@ -54,8 +61,12 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
                              policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"))
     except ExportFailed as exc:
         click.echo(_render(exc.report, fmt))
+        if exc.detail and _debug():
+            click.echo(exc.detail, err=True)
         click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
         raise click.exceptions.Exit(int(exc.exit_code)) from None
+    for warning in result.parity.warnings if result.parity else ():
+        click.echo(f"portable: warning: parity: {warning}", err=True)
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     elif not quiet:

@@ -1,0 +1,72 @@
+"""A model torch cannot export is the model's finding (exit 1), located at its line, quiet unless --debug."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from portable.cli import cli
+
+DECOMPOSE = "fixtures/models/decompose.py"
+
+
+def _export(tmp_path: Path, spec: str, *extra: str) -> tuple[object, Path]:
+    out = tmp_path / "m.onnx"
+    result = CliRunner().invoke(cli, [*extra, "export", spec, "-o", str(out), "--format", "json"])
+    return result, out
+
+
+def _findings(stdout: str) -> list[dict]:
+    payload = json.loads(stdout)
+    return [f for report in payload["reports"] for f in report["findings"]]
+
+
+def test_decomposition_failure_is_port104_at_the_models_line_with_json_and_a_quiet_stderr(tmp_path):
+    result, out = _export(tmp_path, f"{DECOMPOSE}:build")
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert finding["rule"] == "PORT104" and "Cannot view a tensor" in finding["message"]
+    assert finding["location"]["source"] == {"file": DECOMPOSE, "line": 29, "module": None}
+    assert "attn_implementation" not in finding["hint"]  # no transformers config: that remedy does not apply
+    assert "torch.onnx cannot decompose" in finding["hint"]
+    assert result.stderr.count("\n") == 1 and "nothing written" in result.stderr
+    assert "Traceback" not in result.stderr and "While executing" not in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_debug_shows_torchs_report(tmp_path):
+    result, _ = _export(tmp_path, f"{DECOMPOSE}:build", "--debug")
+    assert result.exit_code == 1
+    assert "Traceback" in result.stderr and "While executing" in result.stderr and "Cannot view" in result.stderr
+    assert _findings(result.stdout)[0]["rule"] == "PORT104"  # stdout stays the JSON report
+
+
+def test_sdpa_attention_failure_hints_eager_attention(tmp_path):
+    result, _ = _export(tmp_path, f"{DECOMPOSE}:build_sdpa")
+    assert result.exit_code == 1
+    [finding] = _findings(result.stdout)
+    assert "attn_implementation='eager'" in finding["hint"] and "'sdpa'" in finding["hint"]
+
+
+FILTER = "fixtures/models/filter_boxes.py"
+
+
+def test_data_dependent_size_is_port106_at_the_line_that_made_it(tmp_path):
+    result, out = _export(tmp_path, f"{FILTER}:build")
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert (finding["rule"], finding["severity"]) == ("PORT106", "error")
+    assert finding["location"]["source"] == {"file": FILTER, "line": 22, "module": None}
+    assert "torch.where(boxes[:, 4] > 0)[0]" in finding["message"] and f"({FILTER}:24)" in finding["message"]
+    assert "post-processing" in finding["hint"] and "outside the ONNX model" in finding["hint"]
+    assert result.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_precheck_reports_the_data_dependent_size_as_an_error_not_a_branch():
+    result = CliRunner().invoke(cli, ["precheck", f"{FILTER}:build", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    findings = _findings(result.stdout)
+    assert [(f["rule"], f["severity"]) for f in findings] == [("PORT106", "error")]
+    assert findings[0]["location"]["source"]["line"] == 22
