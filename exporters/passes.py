@@ -17,9 +17,9 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common
 
-from portable.exporters.probe import Probe, linear_dim, probes
+from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
-from portable.validators.shapes import SHAPE_INPUTS
+from portable.validators.shapes import SHAPE_INPUTS, library_logs_as_debug
 
 __all__ = [
     "BATCH",
@@ -28,6 +28,7 @@ __all__ = [
     "OptimizePass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
+    "ShapeProbe",
     "StaticShapesPass",
     "portable_passes",
 ]
@@ -42,7 +43,8 @@ class OptimizePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from onnxscript.optimizer import optimize_ir
 
-        optimize_ir(model)
+        with library_logs_as_debug():  # the folder's "Evaluation failed" warnings are not the user's
+            optimize_ir(model)
         return ir.passes.PassResult(model, modified=True)
 
 
@@ -70,14 +72,14 @@ class RenameSymbolPass(ir.passes.InPlacePass):
 
 
 class _ProbedPass(ir.passes.InPlacePass):
-    """A pass that works from the model's probes at the batch sizes of ``symbol`` (None: static)."""
+    """A pass that works from the model's probes, shared through ``probe`` with the other probed passes."""
 
-    def __init__(self, symbol: str | None) -> None:
+    def __init__(self, probe: ShapeProbe) -> None:
         super().__init__()
-        self.symbol = symbol
+        self.probe = probe
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        return ir.passes.PassResult(model, self.apply(model, probes(model, self.symbol)))
+        return ir.passes.PassResult(model, self.apply(model, self.probe.of(model)))
 
     def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
         """Change ``model`` in place from ``found``; True when anything changed."""
@@ -88,7 +90,7 @@ class FoldBatchShapesPass(_ProbedPass):
     """Replace runtime shape inputs by constants wherever the probes resolve them.
 
     With a static batch every resolved shape input becomes a constant. With a dynamic
-    batch, an input that is the same at both probe batches becomes a constant, and a
+    batch, an input that is the same at every probe batch becomes a constant, and a
     ``Reshape`` shape that differs only where the batch flows becomes a constant with
     ``0`` (copy the input dim) or ``-1`` (infer). What stays is computed from the batch
     and cannot be written statically (e.g. ``Expand`` of a token to the batch).
@@ -109,16 +111,16 @@ class FoldBatchShapesPass(_ProbedPass):
 
 
 def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray | None:
-    seen = [p.inputs.get((node.name, index)) for p in found]
+    seen = [p.values.get((node.name, index)) for p in found]
     if any(s is None for s in seen):
         return None
     if all(np.array_equal(seen[0], s) for s in seen[1:]):
         return seen[0]
-    if node.op_type != "Reshape" or index != 1:
+    source = node.inputs[0]
+    if node.op_type != "Reshape" or index != 1 or source is None or source.name is None:
         return None
-    assert node.inputs[0] is not None
-    data = [p.shapes.get(node.inputs[0].name) for p in found]
-    outs = [p.shapes.get(node.outputs[0].name) for p in found]
+    data = [_ints(p.dims.get(source.name)) for p in found]
+    outs = [_ints(p.dims.get(node.outputs[0].name)) for p in found]
     return _batch_reshape(seen, data, outs, _allowzero(node))
 
 
@@ -131,6 +133,11 @@ def _batch_reshape(seen: list[np.ndarray], data: list, outs: list, allowzero: bo
     candidate = np.array(shape, dtype=np.int64)
     ok = all(d is not None and o is not None and _reshaped(d, candidate) == tuple(o) for d, o in zip(data, outs))
     return candidate if ok else None
+
+
+def _ints(dims: tuple | None) -> tuple[int, ...] | None:
+    """The dims when every one is an integer, else None."""
+    return dims if dims is not None and all(isinstance(d, int) for d in dims) else None
 
 
 def _reshaped(data: tuple, shape: np.ndarray) -> tuple | None:
@@ -164,16 +171,24 @@ class StaticShapesPass(_ProbedPass):
 
     def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
         modified = False
+        batches = tuple(p.batch for p in found)
         for node in model.graph:
             for value in node.outputs:
-                seen = [p.shapes.get(value.name) for p in found]
-                if any(s is None for s in seen) or len({len(s) for s in seen}) != 1:
-                    continue
-                dims = [linear_dim(tuple(s[i] for s in seen), BATCH) for i in range(len(seen[0]))]
-                if None not in dims:
+                dims = _static_dims([p.dims.get(value.name) for p in found], batches)
+                if dims is not None:
                     value.shape = ir.Shape(dims)
                     modified = True
         return modified
+
+
+def _static_dims(seen: list, batches: tuple[int | None, ...]) -> list[int | str] | None:
+    """One shape for every probe (ints, or expressions of the batch), or None."""
+    if any(s is None for s in seen) or len({len(s) for s in seen}) != 1:
+        return None
+    if len(seen) == 1:
+        return list(seen[0]) if _ints(seen[0]) is not None else None
+    dims = [linear_dim(tuple(s[i] for s in seen), BATCH, batches) for i in range(len(seen[0]))]
+    return None if None in dims else dims
 
 
 class RelativeSourcesPass(ir.passes.InPlacePass):
@@ -231,17 +246,17 @@ def _all_values(graph: ir.Graph):
 
 def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
     """Everything between torch's ONNX graph and the file (``symbol``: torch's batch symbol)."""
-    batch = BATCH if symbol else None
+    probe = ShapeProbe(BATCH if symbol else None)  # one analysis, read by both probed passes
     return ir.passes.PassManager([
         common.InlinePass(),
         RenameSymbolPass(symbol),
         common.NameFixPass(),
         OptimizePass(),
-        FoldBatchShapesPass(batch),
+        FoldBatchShapesPass(probe),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedFunctionsPass(),
         common.RemoveUnusedOpsetsPass(),
-        StaticShapesPass(batch),
+        StaticShapesPass(probe),
         RelativeSourcesPass(root),
         CanonicalNamesPass(),
     ])

@@ -1,75 +1,117 @@
-"""Static-shape analysis: fix the batch, infer, fold, and see what is left.
+"""Static-shape analysis: fix the batch, infer and fold to a fixed point, and see what is left.
 
-PORT007 and PORT009 need to know which shapes resolve statically. ONNX's own
-inference renames the batch after a ``Reshape`` (``unk__0``) and gives up on some
-attention values, so this module does not trust symbols. It fixes the batch to a
-value, runs ``onnx.shape_inference.infer_shapes(data_prop=True)`` and onnxscript's
-constant folder on a copy of the main graph, and reads what is left. It does so for
-two batch values (2 and 3): a dim that is an integer in both is static (or a known
-expression of the batch when the two differ), and a shape computation that folds to
-a constant in both depends on nothing but the batch.
+One implementation serves the exporter (``portable.exporters.probe``: which shape inputs
+to fold, which value shapes to write) and the validators (PORT007, PORT009 through
+``ctx.shapes``). ONNX's own inference renames the batch after a ``Reshape`` (``unk__0``)
+and cannot size a ``Range`` whose limit is computed, so this module does not trust
+symbols. On a copy of the main graph it fixes the batch to a value and repeats
+{``onnx.shape_inference.infer_shapes(data_prop=True)``, onnxscript's constant folder}
+until nothing changes (at most :data:`MAX_ROUNDS` rounds: a chain such as two
+``Resize`` in a row, each sized from the other's shape, needs one round per link).
+
+It does so at each of :data:`BATCH_VALUES` (1, 2 and 3). A dim that is an integer at
+every value is static (or a linear expression of the batch when they differ), and a
+shape computation that folds to a constant at every value depends on nothing but the
+batch. Batch 1 is probed because it is where broadcasting and ``Squeeze`` change
+ranks; 2 and 3 tell a batch dim from a literal 1.
 
 Large initializers never enter the copy: they become graph inputs of the same type
 and shape, so neither inference nor folding reads their bytes (or any external file).
+Library log output (the folder's "Evaluation failed" warnings) is re-logged at DEBUG
+on this module's logger, never printed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx
 
 from portable.errors import one_line
 from portable.validators.graphs import node_label
 
 if TYPE_CHECKING:
+    import onnx_ir as ir
+
     from portable.validators.context import ModelContext
 
-__all__ = ["BATCH_VALUES", "SHAPE_INPUTS", "SMALL_TENSOR", "FixedBatch", "ShapeAnalysis", "linear_dim", "skeleton"]
+__all__ = [
+    "BATCH_VALUES",
+    "MAX_ROUNDS",
+    "SHAPE_INPUTS",
+    "SMALL_TENSOR",
+    "FixedBatch",
+    "ShapeAnalysis",
+    "analyse",
+    "library_logs_as_debug",
+    "linear_dim",
+    "skeleton",
+]
 
-BATCH_VALUES = (2, 3)
+_log = logging.getLogger(__name__)
+
+BATCH_VALUES = (1, 2, 3)
+MAX_ROUNDS = 4
 # Initializers above this many elements stay out of the analysis copy (same limit as
 # onnxscript's folder input_size_limit, so nothing it could fold is lost).
 SMALL_TENSOR = 8192
+# Constant node inputs up to this size are kept for the exporter (shapes, axes, sizes).
+SMALL_VALUE = 64
 
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
-# op type -> indices of inputs that decide an output shape
+# op type -> indices of inputs whose values decide an output shape
 SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
     "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "OneHot": (1,), "CenterCropPad": (1,),
-    "Col2Im": (1, 2), "MaxUnpool": (2,), **{op: (1,) for op in _REDUCE},
+    "Col2Im": (1, 2), "MaxUnpool": (2,), "STFT": (1, 3), "DFT": (1, 2), "AffineGrid": (1,),
+    **{op: (1,) for op in _REDUCE},
 }
 
-Dims = tuple[int | str | None, ...] | None  # None: rank unknown; a None dim: unknown dim
+Dims = tuple[int | str | None, ...] | None  # None: rank unknown; a str or None dim: not static
 
 
-def linear_dim(values: tuple[int | None, ...], symbol: str = "batch") -> int | str | None:
-    """A dim seen at :data:`BATCH_VALUES`: an int when equal, ``a*batch+c`` when it grows
-    linearly with the batch, else None. Shared by PORT009 and the exporter's value shapes."""
-    if any(not isinstance(v, int) for v in values):
+def linear_dim(values: tuple[int | str | None, ...], symbol: str = "batch",
+               batches: tuple[int, ...] = BATCH_VALUES) -> int | str | None:
+    """A dim seen at ``batches``: an int when equal, ``a*batch+c`` when linear through every
+    point with a > 0, else None. Shared by PORT009 and the exporter's value shapes."""
+    if any(not isinstance(v, int) for v in values) or len(values) != len(batches):
         return None
-    if len(set(values)) == 1:
-        return values[0]
-    (b0, b1), (d0, d1) = BATCH_VALUES, cast("tuple[int, int]", values)
-    slope, rest = divmod(d1 - d0, b1 - b0)
-    if rest or slope <= 0:
+    ints = tuple(int(v) for v in values)  # type: ignore[arg-type]
+    if len(set(ints)) == 1:
+        return ints[0]
+    slope, rest = divmod(ints[1] - ints[0], batches[1] - batches[0])
+    const = ints[0] - slope * batches[0]
+    if rest or slope <= 0 or any(d != slope * b + const for b, d in zip(batches, ints)):
         return None
-    const = d0 - slope * b0
     term = symbol if slope == 1 else f"{slope}*{symbol}"
     return term if const == 0 else f"{term}{'+' if const > 0 else '-'}{abs(const)}"
 
 
 @dataclass(frozen=True)
 class FixedBatch:
-    """What inference and folding resolved with the batch fixed to ``batch``."""
+    """What inference and folding resolved with the batch fixed to ``batch`` (None: as declared)."""
 
     batch: int | None
-    dims: dict[str, Dims] = field(default_factory=dict)
-    folded: frozenset[tuple[str, int]] = frozenset()  # (node name, input index) now constant
+    dims: Mapping[str, Dims] = field(default_factory=dict)
+    remaining: frozenset[str] = frozenset()  # nodes the folder left (by label)
+    constant: frozenset[tuple[str, int]] = frozenset()  # (node, input) constant on a node left
+    values: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)  # small constant inputs
+    rounds: int = 0
     error: str | None = None
+
+    def is_constant(self, node: str, index: int) -> bool:
+        """Is this input of an original node a constant here (or was the whole node folded)?"""
+        return self.error is None and (node not in self.remaining or (node, index) in self.constant)
+
+
+# -- the copy the analysis works on ------------------------------------------------------
 
 
 def _tensor_value_info(tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
@@ -77,14 +119,22 @@ def _tensor_value_info(tensor: onnx.TensorProto) -> onnx.ValueInfoProto:
 
 
 def _is_small(tensor: onnx.TensorProto) -> bool:
-    count = 1
-    for d in tensor.dims:
-        count *= d
-    return count <= SMALL_TENSOR and tensor.data_location != onnx.TensorProto.EXTERNAL
+    return int(np.prod(tensor.dims, dtype=np.int64)) <= SMALL_TENSOR and tensor.data_location != onnx.TensorProto.EXTERNAL
+
+
+def _untyped_shape(value: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    """The output with its element type only: its shape is what inference finds, not what is declared."""
+    copy = onnx.ValueInfoProto()
+    copy.CopyFrom(value)
+    if copy.type.HasField("tensor_type"):
+        copy.type.tensor_type.ClearField("shape")
+    return copy
 
 
 def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None) -> onnx.ModelProto:
-    """A copy of the main graph without large payloads, value_info, or (optionally) the batch symbol."""
+    """A copy of the main graph without large payloads, value_info, declared output shapes,
+    node metadata, and (when ``batch`` is given) with the batch symbol fixed to it.
+    Initializers the caller may override (listed as inputs, IR >= 4) are inputs only."""
     graph = proto.graph
     out = onnx.ModelProto(ir_version=proto.ir_version)
     out.opset_import.extend(proto.opset_import)
@@ -97,71 +147,168 @@ def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None
         copy.name = node_label(node, index)
         del copy.metadata_props[:]
     g.input.extend(graph.input)
-    g.output.extend(graph.output)
+    g.output.extend(_untyped_shape(v) for v in graph.output)
     inputs = {v.name for v in graph.input}
+    overridable = proto.ir_version >= 4  # from IR 4 an initializer listed as an input is only a default
     for tensor in graph.initializer:
+        if tensor.name in inputs and overridable:
+            continue
         if _is_small(tensor):
             g.initializer.append(tensor)
         elif tensor.name not in inputs:
             g.input.append(_tensor_value_info(tensor))
     if batch is not None:
-        for value in (*g.input, *g.output):
+        for value in g.input:
             dims = value.type.tensor_type.shape.dim
             if len(dims) and dims[0].HasField("dim_param") and dims[0].dim_param in symbols:
                 dims[0].dim_value = batch
     return out
 
 
-def _dims_of(value: onnx.ValueInfoProto) -> Dims:
-    if not value.type.HasField("tensor_type"):
-        return None
+# -- infer and fold to a fixed point ------------------------------------------------------
+
+
+class _ToDebug(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        _log.debug("%s: %s", record.name, record.getMessage())
+
+
+@contextlib.contextmanager
+def library_logs_as_debug(names: tuple[str, ...] = ("onnxscript", "onnx_ir")) -> Iterator[None]:
+    """Re-log the libraries' records (e.g. the folder's ``Evaluation failed: ...`` warnings)
+    at DEBUG on this module's logger instead of letting Python print them to stderr."""
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(lg.handlers[:], lg.propagate) for lg in loggers]
+    handler = _ToDebug()
+    for lg in loggers:
+        lg.handlers, lg.propagate = [handler], False
+    try:
+        yield
+    finally:
+        for lg, (handlers, propagate) in zip(loggers, saved):
+            lg.handlers, lg.propagate = handlers, propagate
+
+
+def _known(dims: Dims) -> int:
+    """How much of a shape is known: -1 for an unknown rank, else the count of integer dims."""
+    return -1 if dims is None else sum(isinstance(d, int) for d in dims)
+
+
+def _merge(into: dict[str, Dims], found: Mapping[str, Dims]) -> None:
+    for name, dims in found.items():
+        if name not in into or _known(dims) >= _known(into[name]):
+            into[name] = dims
+
+
+def _proto_dims(value: onnx.ValueInfoProto) -> Dims:
     tt = value.type.tensor_type
-    if not tt.HasField("shape"):
+    if not value.type.HasField("tensor_type") or not tt.HasField("shape"):
         return None
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
 
 
-def _infer(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, Dims]]:
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    g = inferred.graph
-    dims = {v.name: _dims_of(v) for v in (*g.input, *g.value_info, *g.output)}
-    for tensor in g.initializer:
-        dims[tensor.name] = tuple(tensor.dims)
-    return inferred, dims
+def _inferred_dims(model: onnx.ModelProto) -> dict[str, Dims]:
+    g = model.graph
+    return {v.name: _proto_dims(v) for v in (*g.input, *g.value_info, *g.output)}
 
 
-def _folded_inputs(model: onnx.ModelProto, wanted: set[tuple[str, int]]) -> frozenset[tuple[str, int]]:
+def _ir_dims(model: ir.Model) -> dict[str, Dims]:
+    graph = model.graph
+    values = [*graph.inputs, *graph.initializers.values(), *(v for n in graph for v in n.outputs)]
+    return {v.name: None if v.shape is None else tuple(d if isinstance(d, int) else (d.value or None) for d in v.shape)
+            for v in values if v.name}
+
+
+def _fold(model: ir.Model, dims: dict[str, Dims]) -> bool:
+    """onnxscript's constant folder, recording the shape of every value it folds.
+
+    The public ``fold_constants`` drops a folded value once its users are folded too (a
+    batch-sized ``Range`` feeding a mask), and with it the value's shape, which PORT009
+    and the exporter need: a subclass of its pass records each folded array's shape.
+    """
+    from onnxscript.optimizer import _constant_folding as folding
+
+    class _Recording(folding.FoldConstantsPass):
+        def new_initializer(self, node: ir.Node, array: object) -> ir.Value | None:
+            if isinstance(array, np.ndarray) and node.outputs[0].name:
+                dims[node.outputs[0].name] = tuple(int(d) for d in array.shape)
+            return super().new_initializer(node, array)
+
+    folder = _Recording(shape_inference=False, input_size_limit=SMALL_TENSOR,
+                        output_size_limit=folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT)
+    with library_logs_as_debug():
+        return folder(model).modified
+
+
+def _round(model: onnx.ModelProto, dims: dict[str, Dims]) -> tuple[ir.Model, bool]:
+    """One inference and one folding, their dims merged into ``dims``; True when folding changed the graph."""
     import onnx_ir as ir
-    from onnxscript.optimizer import fold_constants
 
-    ir_model = ir.serde.deserialize_model(model)
-    fold_constants(ir_model, input_size_limit=SMALL_TENSOR)
-    remaining = {node.name: node for node in ir_model.graph}
-    found = set()
-    for name, index in wanted:
-        node = remaining.get(name)
-        if node is None:  # the folder replaced the whole node by a constant
-            found.add((name, index))
-        elif index < len(node.inputs) and ((value := node.inputs[index]) is None or value.const_value is not None):
-            found.add((name, index))
-    return frozenset(found)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    _merge(dims, _inferred_dims(inferred))
+    folded = ir.serde.deserialize_model(inferred)
+    found: dict[str, Dims] = {}
+    changed = _fold(folded, found)
+    _merge(dims, {**_ir_dims(folded), **found})
+    return folded, changed
 
 
-def run_fixed(ctx: ModelContext, batch: int | None, wanted: set[tuple[str, int]]) -> FixedBatch:
+def _resolve(model: onnx.ModelProto) -> tuple[ir.Model, dict[str, Dims], int]:
+    """Infer and fold until the folder changes nothing (or :data:`MAX_ROUNDS`)."""
+    import onnx_ir as ir
+
+    dims: dict[str, Dims] = {}
+    rounds = 1
+    folded, changed = _round(model, dims)
+    while changed and rounds < MAX_ROUNDS:
+        model = ir.serde.serialize_model(folded)
+        del model.graph.value_info[:]  # infer afresh: a stale symbol would win over a now-known dim
+        folded, changed = _round(model, dims)
+        rounds += 1
+    return folded, dims, rounds
+
+
+def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[str, int], np.ndarray]]:
+    constant: set[tuple[str, int]] = set()
+    values: dict[tuple[str, int], np.ndarray] = {}
+    for node in model.graph:
+        if not node.name:
+            continue
+        for i, value in enumerate(node.inputs):
+            tensor = value.const_value if value is not None else None
+            if value is None or tensor is not None:
+                constant.add((node.name, i))
+            if tensor is not None and tensor.size <= SMALL_VALUE:
+                values[(node.name, i)] = tensor.numpy()
+    return frozenset(constant), values
+
+
+def fix_batch(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None) -> FixedBatch:
+    """The analysis at one batch value; a model ONNX cannot infer gives ``error``, not an exception."""
     try:
-        inferred, dims = _infer(skeleton(ctx.proto, ctx.batch_symbols, batch))
-        folded = _folded_inputs(inferred, wanted) if wanted else frozenset()
+        folded, dims, rounds = _resolve(skeleton(proto, symbols, batch))
     except Exception as exc:  # noqa: BLE001 - a model ONNX cannot infer is a finding, not a crash
         return FixedBatch(batch=batch, error=one_line(exc, typed=False, limit=300))
-    return FixedBatch(batch=batch, dims=dims, folded=folded)
+    constant, values = _constants(folded)
+    remaining = frozenset(n.name for n in folded.graph if n.name)
+    return FixedBatch(batch, dims, remaining, constant, values, rounds)
+
+
+def analyse(proto: onnx.ModelProto, symbols: tuple[str, ...]) -> tuple[FixedBatch, ...]:
+    """One :class:`FixedBatch` per batch value (one run, as declared, when there is no batch symbol)."""
+    batches: tuple[int | None, ...] = BATCH_VALUES if symbols else (None,)
+    return tuple(fix_batch(proto, symbols, b) for b in batches)
+
+
+# -- what the rules read ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ShapeAnalysis:
-    """Runs at each fixed batch value (one run when the model's batch is already fixed)."""
+    """The runs at each fixed batch value, and the shape inputs that are not constants."""
 
     runs: tuple[FixedBatch, ...]
-    candidates: tuple[tuple[int, str, int], ...]  # (node index, node name, input index) non-constant
+    candidates: tuple[tuple[int, str, int], ...]  # (node index, node label, input index) non-constant
 
     @property
     def dynamic(self) -> bool:
@@ -169,21 +316,26 @@ class ShapeAnalysis:
 
     @property
     def error(self) -> str | None:
-        return next((r.error for r in self.runs if r.error), None)
+        """The first run's failure, saying at which batch value when the batch was fixed."""
+        for run in self.runs:
+            if run.error:
+                return run.error if run.batch is None else f"{run.error} (batch fixed to {run.batch})"
+        return None
 
     @classmethod
     def of(cls, ctx: ModelContext) -> ShapeAnalysis:
-        candidates = tuple(_candidates(ctx))
-        wanted = {(name, i) for _, name, i in candidates}
-        values: tuple[int | None, ...] = BATCH_VALUES if ctx.batch_symbols else (None,)
-        return cls(runs=tuple(run_fixed(ctx, b, wanted) for b in values), candidates=candidates)
+        return cls(runs=analyse(ctx.proto, ctx.batch_symbols), candidates=tuple(_candidates(ctx)))
 
     def batch_only(self, name: str, index: int) -> bool:
         """Does this shape input fold to a constant once the batch is fixed (at every value)?"""
-        return all((name, index) in run.folded for run in self.runs)
+        return all(run.is_constant(name, index) for run in self.runs)
+
+    def dims(self, value: str) -> list[Dims]:
+        """The value's dims at each run (None where unknown)."""
+        return [run.dims.get(value) for run in self.runs]
 
 
-def _candidates(ctx: ModelContext):
+def _candidates(ctx: ModelContext) -> Iterator[tuple[int, str, int]]:
     consts = ctx.constants
     for index, node in enumerate(ctx.proto.graph.node):
         if node.domain not in ("", "ai.onnx"):

@@ -12,6 +12,7 @@ from portable.exporters.passes import (
     FoldBatchShapesPass,
     OptimizePass,
     RenameSymbolPass,
+    ShapeProbe,
     portable_passes,
 )
 from portable.policy import Policy
@@ -35,7 +36,7 @@ def test_optimizer_alone_leaves_batch_only_reshape_chains(translated_transformer
 
 def test_fold_batch_shapes_rewrites_them_with_minus_one(translated_transformer):
     model = _prepared(translated_transformer)
-    FoldBatchShapesPass(BATCH)(model)
+    FoldBatchShapesPass(ShapeProbe(BATCH))(model)
     common.RemoveUnusedNodesPass()(model)
     assert _runtime_reshapes(model) == ["Expand"]  # the class token expanded to the batch
     assert not any(n.op_type == "Shape" for n in model.graph if n.outputs[0].uses()

@@ -70,11 +70,15 @@ def test_source_is_the_innermost_user_frame():
 
 
 def test_linear_dim_names_batch_expressions():
-    from portable.validators.shapes import linear_dim
+    from portable.validators.shapes import BATCH_VALUES, linear_dim
 
-    assert linear_dim((9, 9)) == 9
-    assert linear_dim((8, 12)) == "4*batch"
-    assert linear_dim((11, 14)) == "3*batch+5"
-    assert linear_dim((2, 3)) == "batch"
-    assert linear_dim((5, 3)) is None  # shrinks as the batch grows: no batch expression
-    assert linear_dim((None, 3)) is None
+    assert BATCH_VALUES == (1, 2, 3)
+    assert linear_dim((9, 9, 9)) == 9
+    assert linear_dim((4, 8, 12)) == "4*batch"
+    assert linear_dim((8, 11, 14)) == "3*batch+5"
+    assert linear_dim((1, 2, 3)) == "batch"
+    assert linear_dim((0, 1, 2)) == "batch-1"
+    assert linear_dim((7, 5, 3)) is None  # shrinks as the batch grows: no batch expression
+    assert linear_dim((8, 2, 3)) is None  # linear through 2 and 3 only (a squeeze at batch 1)
+    assert linear_dim((None, 3, 4)) is None
+    assert linear_dim((2, 3), batches=(2, 3)) == "batch"

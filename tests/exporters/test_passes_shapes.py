@@ -1,0 +1,79 @@
+"""The exporter's shape passes share one analysis with the validators, run it once, and keep batch-only masks."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+import pytest
+from support import rule_fixtures
+
+import portable.validators as validators
+from portable.exporters import probe as probe_module
+from portable.exporters.passes import BATCH, portable_passes
+from portable.policy import Policy
+
+
+def _mask_pool():
+    """An arange-over-batch mask (transformers 5) and a permute + global average pool (ConvNeXt, Swin)."""
+    import torch
+    from torch import nn
+
+    class MaskPool(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.norm = nn.LayerNorm(8)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.norm(self.conv(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            feats = self.pool(y).flatten(1)
+            rows = torch.arange(x.shape[0])
+            mask = (rows[:, None] == rows[None, :]).to(feats.dtype)
+            return self.head(mask @ feats + feats)
+
+    torch.manual_seed(0)
+    return MaskPool(), (torch.randn(2, 3, 6, 6),)
+
+
+@pytest.fixture(scope="module")
+def mask_pool_export(tmp_path_factory):
+    import portable
+
+    module, args = _mask_pool()
+    return portable.export(module, args, tmp_path_factory.mktemp("shapes") / "mask_pool.onnx", batch="dynamic")
+
+
+def test_batch_mask_and_permuted_pool_export_with_a_dynamic_batch(mask_pool_export):
+    result = mask_pool_export
+    assert result.report.ok and result.report.exit_code == 0
+    assert {(f.rule_id, f.severity.value) for f in result.report.findings} == {("PORT007", "info")}
+    assert result.parity is not None and result.parity.ok and result.parity.batches == (1, 3)
+    assert result.parity.max_abs_diff < 1e-4
+    proto = onnx.load(str(result.path))
+    assert not any(n.op_type == "Identity" for n in proto.graph.node)
+    again = validators.validate(str(result.path), Policy())
+    assert again.ok and {f.severity.value for f in again.findings} == {"info"}
+
+
+def test_the_probe_runs_once_per_export(translated_transformer, monkeypatch):
+    calls = []
+    real = probe_module.probes
+    monkeypatch.setattr(probe_module, "probes", lambda model, symbol: calls.append(symbol) or real(model, symbol))
+    model, symbol, root = translated_transformer
+    portable_passes(symbol, root)(model.clone())
+    assert calls == [BATCH]
+
+
+@pytest.mark.parametrize("rule,kind", [("PORT009", "range_mask"), ("PORT009", "permute_pool"),
+                                       ("PORT007", "resize_chain")])
+def test_passes_write_batch_expressions_and_leave_batch_only_work(rule, kind, tmp_path):
+    model = ir.from_proto(rule_fixtures.load(rule, kind))
+    portable_passes(BATCH, tmp_path)(model)
+    proto = ir.to_proto(model)
+    report = validators.validate_proto(proto, "t.onnx", Policy())
+    assert report.ok and {f.severity.value for f in report.findings} <= {"info"}
+    shapes = {str(d) for n in model.graph for v in n.outputs if v.shape for d in v.shape}
+    assert "batch" in shapes and not any(s.startswith("unk") for s in shapes)
+    assert all(v.shape is not None for n in model.graph for v in n.outputs)
