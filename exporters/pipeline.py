@@ -7,10 +7,10 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
-from portable.exporters.api import ExportFailed, ExportResult, _Job, capture_or_fail, specialized_inputs
 from portable.exporters.capture import failure_findings
 from portable.exporters.failures import debug_text
 from portable.exporters.fingerprint import fingerprint
+from portable.exporters.job import ExportFailed, ExportJob, ExportResult, capture_or_fail, specialized_inputs
 from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
 from portable.exporters.progress import Phases
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["run", "translate"]
 
 
-def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
+def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
     check_target(job.path, force)
     with phases.phase("torch.export"), quiet_torch():
         captured = capture_or_fail(job)
@@ -58,7 +58,7 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
     return ExportResult(job.path, print_, report, dict(phases.timings), parity, manifest)
 
 
-def translate(program: Any, job: _Job) -> ir.Model:
+def translate(program: Any, job: ExportJob) -> ir.Model:
     """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows).
 
     A failure here (decomposition, an op torch cannot translate) is the model's: bare
@@ -77,10 +77,12 @@ def translate(program: Any, job: _Job) -> ir.Model:
         findings = failure_findings(exc, job.module, job.args, job.root, job.names, "torch.onnx", printed.getvalue())
         raise ExportFailed(findings[0].message, ValidationReport(str(job.path), job.policy, tuple(findings)),
                            detail=debug_text(exc, printed.getvalue())) from None
+    if onnx_program is None:  # only without a program (never here): torch.onnx's Optional return
+        raise InternalError("torch.onnx.export returned no program", path=str(job.path))
     return onnx_program.model
 
 
-def _serialize(model: ir.Model, job: _Job) -> tuple[onnx.ModelProto, str]:
+def _serialize(model: ir.Model, job: ExportJob) -> tuple[onnx.ModelProto, str]:
     """Refuse oversized weights, then build the proto with portable's metadata and fingerprint."""
     import onnx_ir as ir
 
@@ -92,7 +94,7 @@ def _serialize(model: ir.Model, job: _Job) -> tuple[onnx.ModelProto, str]:
     return proto, print_
 
 
-def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> ValidationReport:
+def _validate(proto: onnx.ModelProto, job: ExportJob, size: int | None) -> ValidationReport:
     from portable.validators import validate_proto
 
     report = validate_proto(proto, str(job.path), job.policy, size=size)
@@ -105,7 +107,7 @@ def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> Validation
     return report
 
 
-def _verify(job: _Job, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
+def _verify(job: ExportJob, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
     parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto)
     if not parity.ok:
