@@ -32,10 +32,10 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
         captured = capture_or_fail(job)
     with phases.phase("translate"), quiet_torch():
         model = translate(captured.program, job)
-    with phases.phase("optimize"):
+    with phases.phase("optimize"), quiet_torch():  # the constant folder's numpy warnings are not the user's
         portable_passes(captured.batch_symbol, job.root)(model)
         specialized_inputs(model, job)
-    with phases.phase("validate"):
+    with phases.phase("validate"), quiet_torch():
         proto, print_ = _serialize(model, job)
         data = proto.SerializeToString(deterministic=True)
         report = _validate(proto, job, len(data))
