@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -64,3 +65,22 @@ def test_a_model_with_signal_has_no_parity_warning(name, request):
     result = request.getfixturevalue(f"{name}_export")
     assert result.parity.warnings == ()
     assert all(not row["degenerate"] and row["rms_expected"] > 0.1 for d in result.parity.details for row in d["outputs"])
+
+
+def test_a_graph_that_fails_to_run_at_one_batch_is_a_parity_failure_not_a_crash():
+    """A Reshape to a fixed [1, 8] runs at batch 1 and fails in ONNX Runtime at batch 3."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable.exporters.verify import verify_parity
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        [numpy_helper.from_array(np.array([1, 8], dtype=np.int64), "shape")])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    parity = verify_parity(nn.Identity(), (torch.randn(2, 8),), data, (1, 3))
+    assert not parity.ok and parity.message.startswith("batch 3: ONNX Runtime failed to run")
+    assert [d["ok"] for d in parity.details] == [True, False]
+    onnx.checker.check_model(onnx.load_from_string(data))
