@@ -29,4 +29,28 @@ def test_list_and_dict_inputs_export_with_one_batch_symbol_and_pass_parity(tmp_p
     inputs = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
     assert inputs == {"xs_0": ["batch", 8], "xs_1": ["batch", 8], "extra_mask": ["batch", 1],
                       "extra_scale": ["batch", 8]}
-    assert len(model.graph.output) == 2 and not result.parity.warnings
+    assert [o.name for o in model.graph.output] == ["mixed", "scaled"]  # named after the dict's keys
+    assert not result.parity.warnings
+
+
+class _Out(torch.nn.Module):
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x: torch.Tensor):
+        if self.kind == "tuple":
+            return x, x * 2
+        if self.kind == "nested":
+            return {"boxes": [x, x + 1], "scores": x.sum(-1)}
+        return x * 3
+
+
+def test_output_names_follow_dict_keys_and_leave_tensors_and_tuples_alone():
+    from portable.exporters.pipeline import output_names
+
+    def names(kind: str):
+        return output_names(torch.export.export(_Out(kind), (torch.randn(2, 4),), strict=False))
+
+    assert names("nested") == ["boxes_0", "boxes_1", "scores"]
+    assert names("tuple") is None and names("tensor") is None
