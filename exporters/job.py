@@ -104,7 +104,10 @@ def make_job(module: Any, example_inputs: Any, path: str | Path, batch: str | in
         raise UsageError(f"{len(input_names)} input name(s) for {len(args)} example input(s)")
     module, args = convert_precision(module, args, precision)
     size = TRACE_BATCH if batch == "dynamic" else int(batch)
-    args = tree_map_tensors(lambda a: _resize(a, size, batch), args)
+    # dynamic: dim 0 of every tensor leaf is the batch (traced at 2); --batch N sets dim 0 of the top-level
+    # tensors, and tensors inside lists/dicts are traced as given (their dim 0 may not be a batch: C x H x W images)
+    resize = lambda a: _resize(a, size, batch)  # noqa: E731 - one expression, used twice below
+    args = tree_map_tensors(resize, args) if batch == "dynamic" else tuple(resize(a) for a in args)
     policy = (policy or load_policy()).with_(batch="dynamic" if batch == "dynamic" else "static")
     base = Path(root) if root is not None else _module_root(module)
     return ExportJob(module, args, Path(path), batch, precision, policy,

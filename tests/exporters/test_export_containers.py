@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 import torch
 
 from portable.exporters.capture import BATCH, dynamic_shapes
@@ -54,3 +55,15 @@ def test_output_names_follow_dict_keys_and_leave_tensors_and_tuples_alone():
 
     assert names("nested") == ["boxes_0", "boxes_1", "scores"]
     assert names("tuple") is None and names("tensor") is None
+
+
+def test_an_image_list_names_the_nested_input_and_exports_with_a_static_batch(tmp_path):
+    from portable.exporters import ExportFailed
+
+    spec = f"{FIXTURES / 'image_list'}.py:build"
+    with pytest.raises(ExportFailed) as failed:
+        export_spec(spec, tmp_path / "dyn.onnx")
+    [finding] = failed.value.report.findings
+    assert finding.rule_id == "PORT103" and "'images_0'" in finding.message and "--batch N" in finding.hint
+    result = export_spec(spec, tmp_path / "b1.onnx", batch=1)  # the list is traced as given: 3 channels kept
+    assert result.report.ok and result.parity.ok and result.parity.batches == (1,)
