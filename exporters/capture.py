@@ -128,16 +128,33 @@ def _data_dependent_size(size: DataDependentSize, guard: ModelFrame | None) -> F
     return precheck_finding("PORT106", message, origin.source if origin else None, hint=DATA_DEPENDENT_HINT)
 
 
-def _specialized(module: Any, args: tuple[Any, ...], value: int, names: Sequence[str] | None) -> Finding:
-    import torch
+_NESTED_HINT = ("dim 0 of every tensor in a list or dict input is taken as the batch; when it is not one (a list of "
+                "C x H x W images, say), export with --batch N")
 
-    names = list(names) if names else _arg_names(module, len(args))
-    inputs = [n for n, a in zip(names, args) if isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == value]
+
+def _specialized(module: Any, args: tuple[Any, ...], value: int, names: Sequence[str] | None) -> Finding:
+    leaves = _named_leaves(args, list(names) if names else _arg_names(module, len(args)))
+    inputs = [(n, nested) for n, nested, t in leaves if t.dim() and t.shape[0] == value]
     culprits = [f"{kind} '{name}' {tuple(t.shape)}" for kind, name, t in _tensors(module) if t.dim() and t.shape[0] == value]
     why = f"; dim 0 of {', '.join(culprits)} equals it and fixes the batch" if culprits else ""
-    message = (f"input(s) {', '.join(repr(n) for n in inputs) or '?'}: dim 0 was asked dynamic but the model's code "
+    message = (f"input(s) {', '.join(repr(n) for n, _ in inputs) or '?'}: dim 0 was asked dynamic but the model's code "
                f"specializes the batch to {value}{why}")
-    return precheck_finding("PORT103", message, None, value=inputs[0] if inputs else None)
+    hint = _NESTED_HINT if any(nested for _, nested in inputs) else None
+    return precheck_finding("PORT103", message, None, value=inputs[0][0] if inputs else None, hint=hint)
+
+
+def _named_leaves(args: tuple[Any, ...], names: list[str]) -> list[tuple[str, bool, Any]]:
+    """(name as the graph input will have it, inside a list/dict?, tensor) of every tensor leaf: ``images_0``."""
+    import torch
+    from torch.utils import _pytree
+
+    out = []
+    for name, arg in zip(names, args):
+        for path, leaf in _pytree.tree_flatten_with_path(arg)[0]:
+            if isinstance(leaf, torch.Tensor):
+                keys = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+                out.append(("_".join([name, *keys]), bool(keys), leaf))
+    return out
 
 
 def _tensors(module: Any):

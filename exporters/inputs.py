@@ -12,7 +12,7 @@ from portable.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TRACE_BATCH", "InputSpec", "parse_batch", "parse_input", "tree_map_tensors", "with_batch"]
+__all__ = ["CLI_INT_RANGE", "TRACE_BATCH", "CliInput", "parse_batch", "parse_input", "tree_map_tensors", "with_batch"]
 
 _INPUT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(\d+(?:x\d+)*)(?::([a-z0-9]+))?$")
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool")
@@ -20,43 +20,45 @@ _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8"
 TRACE_BATCH = 2
 
 
+# integers of -i inputs: small non-negative values, valid as indices into any table of 8 or more
+CLI_INT_RANGE = (0, 8)
+
+
 @dataclass(frozen=True)
-class InputSpec:
-    """One model input as given on the command line."""
+class CliInput:
+    """One model input as given on the command line (``-i NAME=1x3x224x224[:dtype]``).
+
+    Not :class:`portable.runners.inputs.InputSpec` (a graph input as ONNX declares it, with
+    symbolic dims); this one is what the user asked to trace with.
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str = "float32"
 
     def tensor(self, batch: int | None = None, seed: int = 0) -> torch.Tensor:
-        """A seeded random tensor of this spec (dim 0 replaced by ``batch`` when given)."""
+        """A seeded random tensor of this input (dim 0 replaced by ``batch`` when given), drawn by the
+        runners' generator (:func:`portable.runners.inputs.make_feeds`): normal floats, integers in
+        :data:`CLI_INT_RANGE`, fair bools."""
         import torch
 
+        from portable.runners.inputs import InputSpec, make_feeds
+
         shape = (batch, *self.shape[1:]) if batch is not None and self.shape else self.shape
-        return random_like(shape, getattr(torch, self.dtype), seed)
+        spec = InputSpec(self.name, self.dtype, shape)
+        array = make_feeds([spec], shape[0] if shape else 1, seed=seed, int_range=CLI_INT_RANGE)[self.name]
+        return torch.from_numpy(array).to(getattr(torch, self.dtype))
 
 
-def random_like(shape: tuple[int, ...], dtype: Any, seed: int) -> torch.Tensor:
-    """Seeded inputs: normal floats, small non-negative integers (valid indices), random bools."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=gen).to(dtype)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool()
-    return torch.randint(0, 8, shape, generator=gen).to(dtype)
-
-
-def parse_input(text: str) -> InputSpec:
-    """``NAME=1x3x224x224[:dtype]`` -> :class:`InputSpec`; a usage error otherwise."""
+def parse_input(text: str) -> CliInput:
+    """``NAME=1x3x224x224[:dtype]`` -> :class:`CliInput`; a usage error otherwise."""
     match = _INPUT.match(text.strip())
     if not match:
         raise UsageError(f"bad input {text!r}: expected NAME=1x3x224x224[:dtype]")
     name, dims, dtype = match.group(1), match.group(2), match.group(3) or "float32"
     if dtype not in _DTYPES:
         raise UsageError(f"bad input {text!r}: unknown dtype {dtype!r} (choose from {', '.join(_DTYPES)})")
-    return InputSpec(name, tuple(int(d) for d in dims.split("x")), dtype)
+    return CliInput(name, tuple(int(d) for d in dims.split("x")), dtype)
 
 
 def parse_batch(text: str | int) -> str | int:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
-from portable.exporters.api import ExportFailed, ExportResult, _Job, capture_or_fail, specialized_inputs
 from portable.exporters.capture import failure_findings
 from portable.exporters.failures import debug_text
 from portable.exporters.fingerprint import fingerprint
+from portable.exporters.job import ExportFailed, ExportJob, ExportResult, capture_or_fail, specialized_inputs
 from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
 from portable.exporters.progress import Phases
@@ -23,19 +25,19 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
-__all__ = ["run", "translate"]
+__all__ = ["output_names", "run", "translate"]
 
 
-def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
+def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
     check_target(job.path, force)
     with phases.phase("torch.export"), quiet_torch():
         captured = capture_or_fail(job)
     with phases.phase("translate"), quiet_torch():
         model = translate(captured.program, job)
-    with phases.phase("optimize"):
+    with phases.phase("optimize"), quiet_torch():  # the constant folder's numpy warnings are not the user's
         portable_passes(captured.batch_symbol, job.root)(model)
         specialized_inputs(model, job)
-    with phases.phase("validate"):
+    with phases.phase("validate"), quiet_torch():
         proto, print_ = _serialize(model, job)
         data = proto.SerializeToString(deterministic=True)
         report = _validate(proto, job, len(data))
@@ -58,7 +60,7 @@ def run(job: _Job, phases: Phases, *, verify: bool, force: bool) -> ExportResult
     return ExportResult(job.path, print_, report, dict(phases.timings), parity, manifest)
 
 
-def translate(program: Any, job: _Job) -> ir.Model:
+def translate(program: Any, job: ExportJob) -> ir.Model:
     """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows).
 
     A failure here (decomposition, an op torch cannot translate) is the model's: bare
@@ -72,16 +74,48 @@ def translate(program: Any, job: _Job) -> ir.Model:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
             onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
                                              external_data=False, optimize=False, verbose=False,
-                                             input_names=list(job.names) if job.names else None)
+                                             input_names=list(job.names) if job.names else None,
+                                             output_names=output_names(program))
     except Exception as exc:  # noqa: BLE001 - every torch.onnx failure is reported as a finding
         findings = failure_findings(exc, job.module, job.args, job.root, job.names, "torch.onnx", printed.getvalue())
         raise ExportFailed(findings[0].message, ValidationReport(str(job.path), job.policy, tuple(findings)),
                            detail=debug_text(exc, printed.getvalue())) from None
-    assert onnx_program is not None
+    if onnx_program is None:  # only without a program (never here): torch.onnx's Optional return
+        raise InternalError("torch.onnx.export returned no program", path=str(job.path))
     return onnx_program.model
 
 
-def _serialize(model: ir.Model, job: _Job) -> tuple[onnx.ModelProto, str]:
+def output_names(program: Any) -> list[str] | None:
+    """Graph outputs named after the keys of a dict (or transformers ``ModelOutput``) result, joined by
+    ``_`` along nested keys (``logits``, ``last_hidden_state``, ``boxes_0``); None (torch's names) for a
+    tensor or a plain tuple, or when the keys do not map one to one onto the outputs."""
+    spec = getattr(getattr(program, "call_spec", None), "out_spec", None)
+    if spec is None:
+        return None
+    paths = list(_leaf_paths(spec, ()))
+    if len(paths) != len(program.graph_signature.user_outputs) or not any(keyed for _, keyed in paths):
+        return None
+    names = [re.sub(r"\W", "_", "_".join(path)) or "output" for path, _ in paths]
+    return names if len(set(names)) == len(names) else None
+
+
+def _leaf_paths(spec: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], bool]]:
+    """(key path, whether a mapping key is on it) of every leaf of a pytree ``TreeSpec``."""
+    children = list(spec.children_specs)
+    if not children:
+        if spec.num_leaves == 1:
+            yield path, False
+        return
+    context = spec.context
+    keyed = isinstance(context, (list, tuple)) and len(context) == len(children) and all(
+        isinstance(k, str) for k in context)
+    keys = [str(k) for k in context] if keyed else [str(i) for i in range(len(children))]
+    for key, child in zip(keys, children):
+        for sub, deeper in _leaf_paths(child, (*path, key)):
+            yield sub, keyed or deeper
+
+
+def _serialize(model: ir.Model, job: ExportJob) -> tuple[onnx.ModelProto, str]:
     """Refuse oversized weights, then build the proto with portable's metadata and fingerprint."""
     import onnx_ir as ir
 
@@ -93,7 +127,7 @@ def _serialize(model: ir.Model, job: _Job) -> tuple[onnx.ModelProto, str]:
     return proto, print_
 
 
-def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> ValidationReport:
+def _validate(proto: onnx.ModelProto, job: ExportJob, size: int | None) -> ValidationReport:
     from portable.validators import validate_proto
 
     report = validate_proto(proto, str(job.path), job.policy, size=size)
@@ -106,7 +140,7 @@ def _validate(proto: onnx.ModelProto, job: _Job, size: int | None) -> Validation
     return report
 
 
-def _verify(job: _Job, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
+def _verify(job: ExportJob, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
     parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto)
     if not parity.ok:

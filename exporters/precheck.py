@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import one_line
-from portable.exporters.api import eval_mode
 from portable.exporters.capture import CaptureFailed, capture
 from portable.exporters.failures import DATA_DEPENDENT_HINT
+from portable.exporters.job import eval_mode
 from portable.exporters.provenance import relative_file, user_frame
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.rules import precheck_finding

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import UsageError
-from portable.exporters.inputs import InputSpec, parse_input
+from portable.exporters.inputs import CliInput, parse_input
 from portable.exporters.progress import Phases
 from portable.exporters.provenance import project_root
 from portable.policy import Policy
@@ -15,7 +15,7 @@ from portable.policy import Policy
 __all__ = ["export_spec", "load_for_export"]
 
 
-def load_for_export(spec: str, inputs: Sequence[str | InputSpec], weights: str | Path | None = None,
+def load_for_export(spec: str, inputs: Sequence[str | CliInput], weights: str | Path | None = None,
                     ) -> tuple[Any, tuple[Any, ...], tuple[str, ...] | None, Path]:
     """Module, example inputs, input names (from ``-i``) and the provenance root of a SPEC."""
     from portable.spec import load_spec, load_weights
@@ -34,7 +34,7 @@ def load_for_export(spec: str, inputs: Sequence[str | InputSpec], weights: str |
     return loaded.module, args, names, project_root(loaded.root)
 
 
-def export_spec(spec: str, output: str | Path, inputs: Sequence[str | InputSpec] = (), *, batch: str | int = "dynamic",
+def export_spec(spec: str, output: str | Path, inputs: Sequence[str | CliInput] = (), *, batch: str | int = "dynamic",
                 precision: str = "fp32", weights: str | Path | None = None, policy: Policy | None = None,
                 verify: bool = True, force: bool = False, quiet: bool = True, phases: Phases | None = None) -> Any:
     """Load ``spec`` and export it to ``output``; returns the :class:`ExportResult`."""

@@ -143,3 +143,22 @@ def test_graph_io_dtypes_and_refusals(tmp_path: Path, elem_type: int, dtype: str
     else:
         inputs, outputs = graph_io(path)
         assert inputs[0].dtype == outputs[0].dtype == dtype and inputs[0].shape == ("batch", 4)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-16, 1e-6])
+def test_an_output_an_all_zero_export_would_match_is_degenerate(scale: float) -> None:
+    expected = np.full(8, scale, dtype=np.float32)
+    stats = compare_arrays(expected.copy(), expected, TOL)
+    assert stats.passed and stats.degenerate and stats.rms_expected == pytest.approx(scale)
+    pair = compare_outputs(("ort", [expected]), ("eager", [expected]), ["logits"], ["float32"], 1,
+                           parse_overrides([], []))
+    assert pair.passed and pair.degenerate_outputs == ("logits",)
+    assert "degenerate: parity proves nothing" in pair.warnings[0]
+    assert pair.to_dict()["outputs"][0]["degenerate"] is True
+
+
+def test_an_output_with_signal_is_not_degenerate() -> None:
+    stats = compare_arrays(EXPECTED.copy(), EXPECTED, TOL)
+    assert not stats.degenerate and stats.rms_expected == pytest.approx(float(np.sqrt(np.mean(EXPECTED ** 2))))
+    pair = compare_outputs(("ort", [EXPECTED]), ("eager", [EXPECTED]), ["y"], ["float32"], 1, parse_overrides([], []))
+    assert pair.warnings == () and pair.to_dict()["outputs"][0]["warning"] is None

@@ -1,0 +1,86 @@
+"""One parity path: export's verify and ``portable compare`` give the same numbers on the same model,
+batch and seed; a degenerate output (all zeros) is flagged instead of silently passing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+
+import portable
+from portable.cli import cli
+from portable.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compare_max_abs(path: Path, module: nn.Module, examples: tuple) -> dict[int, float]:
+    report = portable.compare(path, module, example_inputs=examples, device="cpu", compile_mode=None,
+                              providers="cpu", batches=[1, 3], seed=0, timing=None)
+    assert report.passed, report.failures
+    return {p.batch: max(o.stats.max_abs for o in p.outputs) for p in report.parity}
+
+
+def _verify_max_abs(result) -> dict[int, float]:
+    return {d["batch"]: d["max_abs_diff"] for d in result.parity.details}
+
+
+def test_verify_and_compare_agree_on_a_float_input_model(cnn_export):
+    loaded = load_spec(f"{ROOT}/fixtures/models/cnn.py:build")
+    verified = _verify_max_abs(cnn_export)
+    assert verified == _compare_max_abs(cnn_export.path, loaded.module, loaded.example_inputs)
+    assert all(v > 0 for v in verified.values())  # real differences compared, not two zeros
+
+
+def test_verify_and_compare_agree_on_an_integer_input_model(tmp_path):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Embedding(50, 16), nn.LayerNorm(16), nn.Linear(16, 64), nn.GELU(),
+                           nn.Linear(64, 4)).eval()
+    examples = (torch.randint(3, 40, (2, 6)),)
+    result = portable.export(module, examples, tmp_path / "emb.onnx")
+    verified = _verify_max_abs(result)
+    assert verified == _compare_max_abs(result.path, module, examples)
+    assert all(v > 0 for v in verified.values())
+
+
+def test_degenerate_output_is_flagged_in_verify_and_on_stderr(tmp_path):
+    out = tmp_path / "zero.onnx"
+    result = CliRunner().invoke(cli, ["export", "fixtures/models/zero_head.py:build", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output  # a warning, not a failure
+    assert "degenerate: parity proves nothing" in result.stderr
+    from portable.exporters.spec_export import export_spec
+
+    api = export_spec(f"{ROOT}/fixtures/models/zero_head.py:build", tmp_path / "again.onnx")
+    assert api.parity.ok and api.parity.warnings and all("degenerate" in w for w in api.parity.warnings)
+    rows = [row for d in api.parity.details for row in d["outputs"]]
+    assert rows and all(row["degenerate"] and row["rms_expected"] == 0.0 for row in rows)
+
+
+@pytest.mark.parametrize("name", ["cnn"])
+def test_a_model_with_signal_has_no_parity_warning(name, request):
+    result = request.getfixturevalue(f"{name}_export")
+    assert result.parity.warnings == ()
+    assert all(not row["degenerate"] and row["rms_expected"] > 0.1 for d in result.parity.details for row in d["outputs"])
+
+
+def test_a_graph_that_fails_to_run_at_one_batch_is_a_parity_failure_not_a_crash():
+    """A Reshape to a fixed [1, 8] runs at batch 1 and fails in ONNX Runtime at batch 3."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from portable.exporters.verify import verify_parity
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        [numpy_helper.from_array(np.array([1, 8], dtype=np.int64), "shape")])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    parity = verify_parity(nn.Identity(), (torch.randn(2, 8),), data, (1, 3))
+    assert not parity.ok and parity.message.startswith("batch 3: ONNX Runtime failed to run")
+    assert [d["ok"] for d in parity.details] == [True, False]
+    onnx.checker.check_model(onnx.load_from_string(data))
