@@ -4,6 +4,7 @@ refusals that write nothing, and what no remedy addresses."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -62,7 +63,11 @@ def test_each_remedy_converts_and_proves(name, tmp_path):
     assert result.proof.batches == ((1,) if name == "batch_shapes" else (1, 3))  # that one is static
     assert all(o["passed"] and o["elements"] > 0 for c in result.proof.comparisons for o in c["outputs"])
     assert _failing(out) == set()
-    assert result.manifest_path.is_file() and result.manifest["fingerprint"] == result.fingerprint
+    manifest = json.loads(result.manifest_path.read_text())
+    assert manifest["fingerprint"] == result.fingerprint and manifest["schema"] == "portable.export/1"
+    assert manifest["parity"]["ok"] and manifest["fix"]["remedies"] == [r.to_dict() for r in result.remedies]
+    stamped = {p.key: p.value for p in onnx.load(out, load_external_data=False).metadata_props}
+    assert stamped["portable.fingerprint"] == result.fingerprint
 
 
 def test_opset_conversion_reports_versions_and_proof_is_nontrivial(tmp_path):
