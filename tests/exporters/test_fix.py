@@ -288,3 +288,16 @@ g (int64[N, 2] idx) => (float[N, 2, 2] y) <float[4, 2] table = {1, 2, 3, 4, 5, 6
     result = fix(source, tmp_path / "out.onnx", inputs=tmp_path / "in.npz")
     assert result.ok and result.proof.batches == (3,)
     assert result.proof.comparisons[0]["outputs"][0]["elements"] == 12
+
+
+def test_a_random_original_cannot_be_proven_exit_3(tmp_path):
+    source = tmp_path / "random.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 15]>
+g (double[64] p) => (double[64] y) { y = Bernoulli(p) }""").SerializeToString())
+    np.savez(tmp_path / "p.npz", p=np.full(64, 0.5))
+    with pytest.raises(FixFailed, match="the original gives different outputs on the same inputs") as caught:
+        fix(source, tmp_path / "out.onnx", inputs=tmp_path / "p.npz")
+    assert caught.value.exit_code == ExitCode.ERROR and not (tmp_path / "out.onnx").exists()
+    result = fix(source, tmp_path / "out.onnx", verify=False)
+    assert result.written and "PORT012" in {f.rule_id for f in result.remaining}
