@@ -68,7 +68,10 @@ def _load(plan: _Plan) -> ir.Model:
     try:
         return ir.from_proto(proto)
     except Exception as exc:  # noqa: BLE001 - onnx-ir's deserializer on a malformed graph
-        raise InputError(f"not a readable ONNX graph: {one_line(exc)}", path=str(plan.source)) from None
+        while exc.__cause__ is not None:  # onnx-ir wraps the reason in SerdeErrors naming its helpers
+            exc = exc.__cause__  # type: ignore[assignment]
+        raise InputError(f"onnx-ir cannot read this graph, so fix cannot change it: {one_line(exc, limit=160)}",
+                         path=str(plan.source)) from None
 
 
 def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
