@@ -208,14 +208,28 @@ def test_strict_writes_nothing_while_findings_remain(tmp_path):
 
 
 def test_an_op_the_converter_cannot_carry_is_reported_not_guessed(tmp_path):
+    source = tmp_path / "gridsample.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[1, 1, 4, 4] x, float[1, 2, 2, 2] grid) => (float[1, 1, 2, 2] y) { y = GridSample(x, grid) }""")
+                       .SerializeToString())
+    result = fix(source, tmp_path / "out.onnx")
+    opset = next(r for r in result.remedies if r.name == "opset")
+    assert opset.status == "refused" and "No Adapter From Version $20 for GridSample" in opset.detail
+    assert "PORT001" in {f.rule_id for f in result.remaining} and result.opset_after == 20
+    assert result.written and result.proof.ok
+
+
+def test_an_op_newer_than_the_target_is_expanded_through_its_onnx_definition(tmp_path):
     source = tmp_path / "gelu.onnx"
     source.write_bytes(onnx.parser.parse_model("""
 <ir_version: 10, opset_import: ["" : 20]>
-g (float[batch, 4] x) => (float[batch, 4] y) { y = Gelu(x) }""").SerializeToString())
+g (float[batch, 64] x) => (float[batch, 64] y) { y = Gelu<approximate = "tanh">(x) }""").SerializeToString())
     result = fix(source, tmp_path / "out.onnx")
-    opset = next(r for r in result.remedies if r.name == "opset")
-    assert opset.status == "refused" and "No Previous Version of Gelu" in opset.detail
-    assert "PORT001" in {f.rule_id for f in result.remaining} and result.opset_after == 20
+    expand = next(r for r in result.remedies if r.name == "expand-newer-ops")
+    assert expand.status == "applied" and "Gelu" not in expand.nodes_after and "Tanh" in expand.nodes_after
+    assert result.ok and result.opset_after == 18 and result.proof.max_abs_diff < 1e-5
+    assert all(o["elements"] == 64 * b for c, b in zip(result.proof.comparisons, (1, 3)) for o in c["outputs"])
 
 
 def test_an_original_onnx_runtime_cannot_run_is_exit_3_and_nothing_written(tmp_path):
