@@ -18,6 +18,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx_ir as ir
 
@@ -153,8 +154,8 @@ def _definition(node: ir.Node, current: int, target: int) -> ir.Function | None:
 
     if node.domain not in ("", "ai.onnx"):
         return None
-    try:
-        schema = onnx.defs.get_schema(node.op_type, current)
+    try:  # Any: onnx's stubs lack the function accessors the compiled OpSchema has
+        schema: Any = onnx.defs.get_schema(node.op_type, current)
     except onnx.defs.SchemaError:
         return None
     if schema.since_version <= target:
@@ -163,7 +164,7 @@ def _definition(node: ir.Node, current: int, target: int) -> ir.Function | None:
         data = schema.get_function_with_opset_version(schema.since_version)
     elif schema.has_context_dependent_function and all(v is not None and v.type is not None for v in node.inputs):
         proto = ir.to_proto(node)
-        types = [ir.serde.serialize_type(v.type).SerializeToString() for v in node.inputs]  # type: ignore[union-attr]
+        types = [ir.serde.serialize_type(v.type).SerializeToString() for v in node.inputs if v and v.type]
         data = schema.get_context_dependent_function_with_opset_version(schema.since_version,
                                                                          proto.SerializeToString(), types)
     else:
