@@ -6,7 +6,8 @@ onnxruntime's bundled ``datasets/*.onnx``, an even sample of the ONNX backend no
 cases the wheel generates (``--node-cases``, default 300 of about 1,900), and the
 fixture CNN and transformer exported by ``torch.onnx.export(dynamo=True)`` at opsets 13,
 17, 20 and 21 (one of them with external data). For each: validate before, ``fix`` with
-the proof, validate after. A model "fixable" is one whose only failing rules are those the
+the proof (on the test case's own inputs where the corpus has them: random integers are not
+valid indices everywhere), validate after. A model "fixable" is one whose only failing rules are those the
 remedies address (opset, local functions, foldable shape computations, symbolic dims,
 external data); the goal is that at least 90 % of them pass after ``fix`` with the proof
 holding. A proof failure is portable's fault unless ONNX Runtime cannot run the original.
@@ -39,24 +40,54 @@ TORCH_OPSETS = (13, 17, 20, 21)
 GOAL = 0.90
 
 
-def _backend_models() -> list[tuple[str, str, Path]]:
+Case = tuple[str, str, Path, "Path | None"]  # source, name, model, inputs for the proof (.npz) or None
+
+
+def _save_inputs(arrays: list[Any], path: Path) -> Path | None:
+    """The test case's inputs as an .npz (arr_0... in input order); None when one is not a tensor."""
+    import numpy as np
+
+    if not arrays or not all(isinstance(a, np.ndarray) and a.dtype.kind in "biuf" for a in arrays):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **{f"arr_{i}": a for i, a in enumerate(arrays)})
+    return path
+
+
+def _dir_inputs(model: Path, folder: Path, name: str) -> Path | None:
+    import onnx
+    from onnx import numpy_helper
+
+    data = model.parent / "test_data_set_0"
+    files = sorted(data.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1])) if data.is_dir() else []
+    arrays = []
+    for file in files:
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString(file.read_bytes())
+        arrays.append(numpy_helper.to_array(tensor))
+    return _save_inputs(arrays, folder / "inputs" / f"{name}.npz")
+
+
+def _backend_models(folder: Path) -> list[Case]:
     import onnx
 
     data = Path(onnx.__file__).parent / "backend" / "test" / "data"
-    found = []
+    found: list[Case] = []
     for sub in BACKEND_DIRS:
         for path in sorted((data / sub).rglob("*.onnx")):
-            found.append((f"backend/{sub}", path.parent.name if path.name == "model.onnx" else path.stem, path))
+            name = path.parent.name if path.name == "model.onnx" else path.stem
+            found.append((f"backend/{sub}", name, path, _dir_inputs(path, folder, name)))
     return found
 
 
-def _ort_models() -> list[tuple[str, str, Path]]:
+def _ort_models() -> list[Case]:
     import onnxruntime
 
-    return [("onnxruntime", p.stem, p) for p in sorted((Path(onnxruntime.__file__).parent / "datasets").glob("*.onnx"))]
+    datasets = Path(onnxruntime.__file__).parent / "datasets"
+    return [("onnxruntime", p.stem, p, None) for p in sorted(datasets.glob("*.onnx"))]
 
 
-def _node_cases(count: int | None, folder: Path) -> list[tuple[str, str, Path]]:
+def _node_cases(count: int | None, folder: Path) -> list[Case]:
     import warnings
 
     import onnx
@@ -69,23 +100,24 @@ def _node_cases(count: int | None, folder: Path) -> list[tuple[str, str, Path]]:
         cases = sorted(collect_testcases(None), key=lambda c: c.name)
     step = 1 if count is None or count >= len(cases) else len(cases) / count
     chosen = [cases[int(i * step)] for i in range(len(cases) if step == 1 else count)]  # type: ignore[arg-type]
-    found = []
+    found: list[Case] = []
     for case in chosen:
         path = folder / "node" / f"{case.name}.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(case.model, path)
-        found.append(("backend/node", case.name, path))
+        onnx.save(case.model, path)  # type: ignore[arg-type]
+        arrays = list(case.data_sets[0][0]) if case.data_sets else []
+        found.append(("backend/node", case.name, path, _save_inputs(arrays, folder / "inputs" / f"{case.name}.npz")))
     return found
 
 
-def _torch_models(folder: Path) -> list[tuple[str, str, Path]]:
+def _torch_models(folder: Path) -> list[Case]:
     import importlib
     import warnings
 
     import torch
 
     sys.path.insert(0, str(ROOT))
-    found = []
+    found: list[Case] = []
     for name in ("cnn", "transformer"):
         module, args = importlib.import_module(f"fixtures.models.{name}").build()
         for opset in TORCH_OPSETS:
@@ -96,7 +128,7 @@ def _torch_models(folder: Path) -> list[tuple[str, str, Path]]:
                 warnings.simplefilter("ignore")
                 torch.onnx.export(module, args, str(path), dynamo=True, opset_version=opset, external_data=external,
                                   verbose=False, dynamic_shapes=({0: torch.export.Dim("batch")},))
-            found.append(("torch.onnx.export", path.parent.name, path))
+            found.append(("torch.onnx.export", path.parent.name, path, None))
     return found
 
 
@@ -122,7 +154,7 @@ def _fixable(path: Path, findings: list[Any]) -> bool:
     return bool(local) and used <= local
 
 
-def fix_one(source: str, name: str, path: Path, out: Path) -> dict[str, Any]:
+def fix_one(source: str, name: str, path: Path, out: Path, inputs: Path | None) -> dict[str, Any]:
     """Validate, fix (with the proof), validate the result: one row of the benchmark."""
     from portable.errors import PortableError
     from portable.exporters.fix import FixFailed, fix
@@ -132,10 +164,11 @@ def fix_one(source: str, name: str, path: Path, out: Path) -> dict[str, Any]:
     failing = {f.rule_id for f in before.failing()}
     row: dict[str, Any] = {"source": source, "name": name, "before_ok": before.ok, "before_error": before.error,
                            "rules_before": sorted(failing),
-                           "fixable": before.error is None and _fixable(path, list(before.failing()))}
+                           "fixable": before.error is None and _fixable(path, list(before.failing())),
+                           "inputs": "test data" if inputs else "seeded"}
     start = time.perf_counter()
     try:
-        result = fix(path, out, force=True)
+        result = fix(path, out, force=True, inputs=inputs)
     except FixFailed as exc:
         result = exc.result
         row["failure"] = exc.message
@@ -163,21 +196,21 @@ def worker(listing: Path, out: Path) -> None:
     """Child mode: one JSON row per model on stdout, in order."""
     from portable.exporters.quiet import quiet_torch
 
-    for index, (source, name, path) in enumerate(json.loads(listing.read_text())):
+    for index, (source, name, path, inputs) in enumerate(json.loads(listing.read_text())):
         sys.stdout.write(json.dumps({"index": index, "started": name}) + "\n")
         sys.stdout.flush()
         with quiet_torch():
-            row = fix_one(source, name, Path(path), out / f"{index}.onnx")
+            row = fix_one(source, name, Path(path), out / f"{index}.onnx", Path(inputs) if inputs else None)
         sys.stdout.write(json.dumps({"index": index, "row": row}) + "\n")
         sys.stdout.flush()
 
 
-def run_all(cases: list[tuple[str, str, Path]], folder: Path) -> list[dict[str, Any]]:
+def run_all(cases: list[Case], folder: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     while len(rows) < len(cases):
         rest = cases[len(rows):]
         listing = folder / "listing.json"
-        listing.write_text(json.dumps([[s, n, str(p)] for s, n, p in rest]))
+        listing.write_text(json.dumps([[s, n, str(p), str(i) if i else None] for s, n, p, i in rest]))
         out = folder / "out"
         out.mkdir(exist_ok=True)
         child = subprocess.Popen([PYTHON, __file__, "--worker", str(listing), str(out)], stdout=subprocess.PIPE,
@@ -189,7 +222,7 @@ def run_all(cases: list[tuple[str, str, Path]], folder: Path) -> list[dict[str, 
                 sys.stderr.write(f"fixbench: {len(rows)}/{len(cases)} {message['row']['name']}\n")
         child.wait()
         if len(rows) < len(cases):  # the child died on the next model
-            source, name, _ = cases[len(rows)]
+            source, name, _, _ = cases[len(rows)]
             rows.append({"source": source, "name": name, "crashed": f"exit {child.returncode}", "after_ok": False,
                          "proof": "not run", "fixable": False, "before_ok": False, "rules_before": [],
                          "remaining": [], "seconds": None})
@@ -248,7 +281,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fixbench-") as tmp:
         folder = Path(tmp)
         count = None if args.node_cases == "all" else int(args.node_cases)
-        cases = [*_backend_models(), *_ort_models(), *_torch_models(folder), *_node_cases(count, folder)]
+        cases = [*_backend_models(folder), *_ort_models(), *_torch_models(folder), *_node_cases(count, folder)]
         cases = cases[:args.limit] if args.limit else cases
         start = time.perf_counter()
         rows = run_all(cases, folder)

@@ -26,6 +26,7 @@ from portable.exporters.passes import BATCH, CanonicalNamesPass, FoldBatchShapes
 from portable.exporters.progress import Phases
 from portable.exporters.remedies import (
     ConvertOpsetPass,
+    ExpandNewerOpsPass,
     FixBatchPass,
     FixDimsPass,
     InternalizeDataPass,
@@ -83,6 +84,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("inline-functions", lambda p, m: common.InlinePass()),
     Remedy("initializers-not-inputs", lambda p, m: ir.passes.Sequential(common.RemoveInitializersFromInputsPass(),
                                                                          RaiseIRVersionPass(4))),
+    Remedy("expand-newer-ops", lambda p, m: ExpandNewerOpsPass(p.policy.opset)),
     Remedy("opset", lambda p, m: ConvertOpsetPass(p.policy.opset)),
     Remedy("dims", lambda p, m: FixDimsPass(p.dims) if p.dims else None),
     Remedy("batch", lambda p, m: FixBatchPass(p.batch if isinstance(p.batch, int) else None)),

@@ -134,9 +134,12 @@ def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
 
 def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
              feeds: Mapping[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
     from portable.runners.comparator import compare_outputs
     from portable.runners.tolerances import ToleranceTable
 
+    feeds = {name: np.asarray(value) for name, value in feeds.items()}  # a 0-d bool comes as numpy.bool_
     expected = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
     got = _run(candidate, feeds, f"the fixed model at batch {batch}", _Failed)
     pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []
@@ -144,7 +147,21 @@ def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
         expected, got = [e for e, _ in pairs], [g for _, g in pairs]
     pair = compare_outputs(("fixed", got), ("original", expected), [o.name for o in outputs],
                            [o.dtype for o in outputs], batch, ToleranceTable())
+    if not pair.passed:
+        _deterministic(original, feeds, expected, batch)
     return pair.to_dict()
+
+
+def _deterministic(original: Any, feeds: Mapping[str, Any], first: Sequence[Any], batch: int) -> None:
+    """After a mismatch: the original run again on the same inputs must give the same outputs, or no
+    proof is possible (random ops such as Bernoulli or RandomNormal; PORT012)."""
+    import numpy as np
+
+    again = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
+    if not all(np.array_equal(a, b, equal_nan=a.dtype.kind == "f") for a, b in zip(map(np.asarray, first),
+                                                                               map(np.asarray, again))):
+        raise _Unavailable(f"the original gives different outputs on the same inputs at batch {batch} (random "
+                           "ops): no proof of equivalence is possible")
 
 
 def _shared_nonfinite(expected: Any, got: Any) -> tuple[Any, Any]:

@@ -44,7 +44,7 @@ def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
         with phases.phase("verify"), quiet_torch():
             proof = _proof(plan, original, data, feeds)
             if not proof.ok and not proof.unavailable:
-                model, reports, proof = _isolate(plan, original, feeds)
+                model, reports, proof = _isolate(plan, original, feeds) or (model, reports, _baseless(proof))
                 result, proto, data = _built(plan, original, model, reports, phases)
         result = _with(result, proof=proof)
         if not proof.ok:
@@ -68,7 +68,10 @@ def _load(plan: _Plan) -> ir.Model:
     try:
         return ir.from_proto(proto)
     except Exception as exc:  # noqa: BLE001 - onnx-ir's deserializer on a malformed graph
-        raise InputError(f"not a readable ONNX graph: {one_line(exc)}", path=str(plan.source)) from None
+        while exc.__cause__ is not None:  # onnx-ir wraps the reason in SerdeErrors naming its helpers
+            exc = exc.__cause__  # type: ignore[assignment]
+        raise InputError(f"onnx-ir cannot read this graph, so fix cannot change it: {one_line(exc, limit=160)}",
+                         path=str(plan.source)) from None
 
 
 def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
@@ -102,11 +105,19 @@ def _proof(plan: _Plan, original: ir.Model, data: bytes, feeds: dict[str, Any] |
     return prove(plan.source, data, proof_batches(plan, original), plan.dims, feeds=feeds)
 
 
-def _isolate(plan: _Plan, original: ir.Model, feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport],
-                                                                                     Proof]:
+def _baseless(proof: Proof) -> Proof:
+    why = f"an unchanged copy of the original does not reproduce its outputs ({proof.message}): no proof is possible"
+    return _with(proof, unavailable=why, message=why)
+
+
+def _isolate(plan: _Plan, original: ir.Model,
+             feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport], Proof] | None:
     """After a failed proof: the remedies again, one at a time, proving after each that changed the
     model. One whose proof fails changes what the model computes (an adapter of the opset converter
     that gets an old semantics wrong, say): it is refused and the others go on without it."""
+    unchanged = _proof(plan, original, ir.to_proto(original).SerializeToString(), feeds)
+    if not unchanged.ok:
+        return None  # the proof cannot tell the original from itself: no remedy is to blame
     model, reports = original, []
     for remedy in REMEDIES:
         candidate, report = apply(remedy, plan, model)

@@ -18,6 +18,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx_ir as ir
 
@@ -25,6 +26,7 @@ from portable.exporters.passes import BATCH, RenameSymbolPass
 
 __all__ = [
     "ConvertOpsetPass",
+    "ExpandNewerOpsPass",
     "FixBatchPass",
     "FixDimsPass",
     "InternalizeDataPass",
@@ -104,6 +106,72 @@ def _set_dims(model: ir.Model, sizes: Mapping[str, int]) -> int:
             value.shape = ir.Shape(dims)
             changed += 1
     return changed
+
+
+EXPAND_DOMAIN = "portable.expand"
+
+
+class ExpandNewerOpsPass(ir.passes.InPlacePass):
+    """Before converting down to ``opset``: every op newer than it that ONNX defines as a function of
+    older ops (``Gelu``-20, ``GroupNormalization``-21...) is replaced by that definition.
+
+    The definition comes from the op's schema (``onnx.defs``: its function body, or the one built
+    for this node's attributes and input types); it goes in as a model-local function that
+    onnx-ir's InlinePass then inlines. ``onnx.version_converter`` has no adapter that does this:
+    an op without a previous version stops it.
+    """
+
+    def __init__(self, opset: int) -> None:
+        super().__init__()
+        self.opset = opset
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        current = model.opset_imports.get("")
+        if current is None or current <= self.opset:
+            return ir.passes.PassResult(model, modified=False)
+        count = 0
+        for index, node in enumerate(list(model.graph)):
+            body = _definition(node, current, self.opset)
+            if body is not None:
+                self._use(model, node, body, f"n{index}")
+                count += 1
+        if count:
+            model.opset_imports[EXPAND_DOMAIN] = 1
+            from onnx_ir.passes import common
+
+            common.InlinePass()(model)
+        return ir.passes.PassResult(model, modified=count > 0)
+
+    def _use(self, model: ir.Model, node: ir.Node, body: ir.Function, overload: str) -> None:
+        body.domain, body.overload = EXPAND_DOMAIN, overload
+        model.functions[body.identifier()] = body
+        node.domain, node.overload = EXPAND_DOMAIN, overload
+
+
+def _definition(node: ir.Node, current: int, target: int) -> ir.Function | None:
+    """The op's ONNX function definition, when the op is newer than ``target`` and has one."""
+    import onnx
+
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    try:  # Any: onnx's stubs lack the function accessors the compiled OpSchema has
+        schema: Any = onnx.defs.get_schema(node.op_type, current)
+    except onnx.defs.SchemaError:
+        return None
+    if schema.since_version <= target:
+        return None
+    if schema.has_function:
+        data = schema.get_function_with_opset_version(schema.since_version)
+    elif schema.has_context_dependent_function and all(v is not None and v.type is not None for v in node.inputs):
+        proto = ir.to_proto(node)
+        types = [ir.serde.serialize_type(v.type).SerializeToString() for v in node.inputs if v and v.type]
+        data = schema.get_context_dependent_function_with_opset_version(schema.since_version,
+                                                                         proto.SerializeToString(), types)
+    else:
+        return None
+    function = onnx.FunctionProto()
+    function.ParseFromString(data)
+    return ir.serde.deserialize_function(function) if function.node else None
 
 
 class RaiseIRVersionPass(ir.passes.InPlacePass):

@@ -4,6 +4,7 @@ refusals that write nothing, and what no remedy addresses."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -62,7 +63,11 @@ def test_each_remedy_converts_and_proves(name, tmp_path):
     assert result.proof.batches == ((1,) if name == "batch_shapes" else (1, 3))  # that one is static
     assert all(o["passed"] and o["elements"] > 0 for c in result.proof.comparisons for o in c["outputs"])
     assert _failing(out) == set()
-    assert result.manifest_path.is_file() and result.manifest["fingerprint"] == result.fingerprint
+    manifest = json.loads(result.manifest_path.read_text())
+    assert manifest["fingerprint"] == result.fingerprint and manifest["schema"] == "portable.export/1"
+    assert manifest["parity"]["ok"] and manifest["fix"]["remedies"] == [r.to_dict() for r in result.remedies]
+    stamped = {p.key: p.value for p in onnx.load(out, load_external_data=False).metadata_props}
+    assert stamped["portable.fingerprint"] == result.fingerprint
 
 
 def test_opset_conversion_reports_versions_and_proof_is_nontrivial(tmp_path):
@@ -120,10 +125,13 @@ def test_a_remedy_that_changes_numerics_is_refused_and_the_rest_kept(tmp_path, m
 
 
 def test_a_proof_that_fails_whatever_is_refused_writes_nothing(tmp_path, monkeypatch):
+    from portable.exporters import fix_run
     from portable.exporters.fix_proof import Proof
 
-    failing = Proof(False, (1,), 0.5, "batch 1: output 'y' differs by up to 0.5")
-    monkeypatch.setattr("portable.exporters.fix_run.prove", lambda *a, **k: failing)
+    failing, real = Proof(False, (1,), 0.5, "batch 1: output 'y' differs by up to 0.5"), fix_run.prove
+    # the final model fails (each remedy alone, and the unchanged copy, pass): nothing is isolated
+    monkeypatch.setattr(fix_run, "prove", lambda source, data, *a, **k:
+                        failing if b"portable.fingerprint" in data else real(source, data, *a, **k))
     out = tmp_path / "out.onnx"
     with pytest.raises(FixFailed, match=r"the proof failed: batch 1: output 'y' differs by up to 0.5; nothing") as caught:
         fix(models.write("lost_dims", tmp_path), out)
@@ -200,14 +208,28 @@ def test_strict_writes_nothing_while_findings_remain(tmp_path):
 
 
 def test_an_op_the_converter_cannot_carry_is_reported_not_guessed(tmp_path):
+    source = tmp_path / "gridsample.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[1, 1, 4, 4] x, float[1, 2, 2, 2] grid) => (float[1, 1, 2, 2] y) { y = GridSample(x, grid) }""")
+                       .SerializeToString())
+    result = fix(source, tmp_path / "out.onnx")
+    opset = next(r for r in result.remedies if r.name == "opset")
+    assert opset.status == "refused" and "No Adapter From Version $20 for GridSample" in opset.detail
+    assert "PORT001" in {f.rule_id for f in result.remaining} and result.opset_after == 20
+    assert result.written and result.proof.ok
+
+
+def test_an_op_newer_than_the_target_is_expanded_through_its_onnx_definition(tmp_path):
     source = tmp_path / "gelu.onnx"
     source.write_bytes(onnx.parser.parse_model("""
 <ir_version: 10, opset_import: ["" : 20]>
-g (float[batch, 4] x) => (float[batch, 4] y) { y = Gelu(x) }""").SerializeToString())
+g (float[batch, 64] x) => (float[batch, 64] y) { y = Gelu<approximate = "tanh">(x) }""").SerializeToString())
     result = fix(source, tmp_path / "out.onnx")
-    opset = next(r for r in result.remedies if r.name == "opset")
-    assert opset.status == "refused" and "No Previous Version of Gelu" in opset.detail
-    assert "PORT001" in {f.rule_id for f in result.remaining} and result.opset_after == 20
+    expand = next(r for r in result.remedies if r.name == "expand-newer-ops")
+    assert expand.status == "applied" and "Gelu" not in expand.nodes_after and "Tanh" in expand.nodes_after
+    assert result.ok and result.opset_after == 18 and result.proof.max_abs_diff < 1e-5
+    assert all(o["elements"] == 64 * b for c, b in zip(result.proof.comparisons, (1, 3)) for o in c["outputs"])
 
 
 def test_an_original_onnx_runtime_cannot_run_is_exit_3_and_nothing_written(tmp_path):
@@ -283,3 +305,41 @@ g (int64[N, 2] idx) => (float[N, 2, 2] y) <float[4, 2] table = {1, 2, 3, 4, 5, 6
     result = fix(source, tmp_path / "out.onnx", inputs=tmp_path / "in.npz")
     assert result.ok and result.proof.batches == (3,)
     assert result.proof.comparisons[0]["outputs"][0]["elements"] == 12
+
+
+class _Noisy:
+    """An original session whose every run differs (as a random op's would), or is off by a constant."""
+
+    def __init__(self, session, random: bool) -> None:
+        self.session, self.random, self.rng = session, random, np.random.default_rng(0)
+
+    def run(self, names, feeds):
+        shift = self.rng.standard_normal() if self.random else 0.5
+        return [np.asarray(o) + np.float32(shift) for o in self.session.run(names, feeds)]
+
+
+@pytest.mark.parametrize("random", [True, False])
+def test_an_original_that_disagrees_with_itself_cannot_be_proven(tmp_path, monkeypatch, random):
+    from portable.exporters import fix_proof
+
+    real = fix_proof._original
+    monkeypatch.setattr(fix_proof, "_original", lambda source: (_Noisy(real(source)[0], random), "onnxruntime"))
+    with pytest.raises(FixFailed) as caught:
+        fix(models.write("opset13", tmp_path), tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+    if random:  # random ops: no proof is possible (exit 3), and none of the remedies is blamed
+        assert caught.value.exit_code == ExitCode.ERROR
+        assert "the original gives different outputs on the same inputs at batch 1" in str(caught.value)
+    else:  # a difference an unchanged copy shows too: no remedy is blamed, no proof is possible
+        assert caught.value.exit_code == ExitCode.ERROR
+        assert "an unchanged copy of the original does not reproduce its outputs" in str(caught.value)
+        assert "refused" not in {r.status for r in caught.value.result.remedies}
+
+
+def test_a_random_original_is_written_with_no_verify_and_port012_listed(tmp_path):
+    source = tmp_path / "random.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 15]>
+g (double[64] p) => (double[64] y) { y = Bernoulli(p) }""").SerializeToString())
+    result = fix(source, tmp_path / "out.onnx", verify=False)
+    assert result.written and "PORT012" in {f.rule_id for f in result.remaining}
