@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnx_ir as ir
@@ -112,14 +113,15 @@ def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray |
     seen = [p.inputs.get((node.name, index)) for p in found]
     if any(s is None for s in seen):
         return None
-    if all(np.array_equal(seen[0], s) for s in seen[1:]):
-        return seen[0]
+    arrays = cast("list[np.ndarray]", seen)  # no None: returned above
+    if all(np.array_equal(arrays[0], s) for s in arrays[1:]):
+        return arrays[0]
     if node.op_type != "Reshape" or index != 1:
         return None
     assert node.inputs[0] is not None
     data = [p.shapes.get(node.inputs[0].name) for p in found]
     outs = [p.shapes.get(node.outputs[0].name) for p in found]
-    return _batch_reshape(seen, data, outs, _allowzero(node))
+    return _batch_reshape(arrays, data, outs, _allowzero(node))
 
 
 def _batch_reshape(seen: list[np.ndarray], data: list, outs: list, allowzero: bool) -> np.ndarray | None:
@@ -166,7 +168,7 @@ class StaticShapesPass(_ProbedPass):
         modified = False
         for node in model.graph:
             for value in node.outputs:
-                seen = [p.shapes.get(value.name) for p in found]
+                seen = cast("list[tuple[int | None, ...]]", [p.shapes.get(value.name) for p in found])  # None: skipped
                 if any(s is None for s in seen) or len({len(s) for s in seen}) != 1:
                     continue
                 dims = [linear_dim(tuple(s[i] for s in seen), BATCH) for i in range(len(seen[0]))]

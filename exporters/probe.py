@@ -31,7 +31,7 @@ class Probe:
     """Shapes of values and constant inputs of nodes (by node name) with the batch fixed to ``batch``."""
 
     batch: int | None
-    shapes: dict[str, Dims] = field(default_factory=dict)
+    shapes: dict[str | None, Dims] = field(default_factory=dict)
     inputs: dict[tuple[str | None, int], np.ndarray] = field(default_factory=dict)
 
 

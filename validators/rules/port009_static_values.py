@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
@@ -16,16 +17,16 @@ def _describe(runs: list[Dims]) -> tuple[str, str | None]:
     """Dims as text (ints, or expressions of the batch) and, if any, what is not static."""
     if any(d is None for d in runs):
         return "?", "has unknown rank"
-    first = runs[0]
-    assert first is not None
-    if any(len(d) != len(first) for d in runs):
+    known = cast("list[tuple[int | str | None, ...]]", runs)  # no None: returned above
+    first = known[0]
+    if any(len(d) != len(first) for d in known):
         return "?", "changes rank with the batch size"
     texts = []
     for i, dim in enumerate(first):
-        values = tuple(d[i] for d in runs)
+        values = tuple(d[i] for d in known)
         if not all(isinstance(v, int) for v in values):
             return str(list(first)), f"dim {i} is not static ({dim or '?'})"
-        text = linear_dim(values) if len(values) == len(BATCH_VALUES) else values[0]
+        text = linear_dim(cast("tuple[int, ...]", values)) if len(values) == len(BATCH_VALUES) else values[0]
         if text is None:
             return str(list(first)), f"dim {i} varies with the batch but not as a*batch+c ({values})"
         texts.append(str(text))
