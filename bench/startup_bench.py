@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PORTABLE, PYTHON, ROOT, emit, machine, measure, median_of, versions  # noqa: E402
+from _common import PORTABLE, PYTHON, ROOT, emit, machine, measure, median_of, versions
 
 GOAL = 1.5  # x `import onnx` wall
 HEAVY = ("torch", "onnxruntime", "onnxscript", "onnx_ir", "matplotlib", "rich")

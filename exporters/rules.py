@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import inspect
 
-from portable.catalogue import RuleInfo, summary_of
 from portable.findings import Finding, Location, Severity, SourceLocation
+from portable.ruleinfo import RuleInfo, summary_of
 
 __all__ = ["PRECHECK_RULES", "precheck_finding"]
 

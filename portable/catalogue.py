@@ -1,49 +1,22 @@
-"""The rule catalogue: one :class:`RuleInfo` per rule, model rules (PORT001+) and pre-export
-rules (PORT101+), which formatters and ``portable rules`` / ``portable explain`` read.
+"""The rule catalogue: one :class:`~portable.ruleinfo.RuleInfo` per rule, model rules (PORT001+)
+and pre-export rules (PORT101+), which formatters and ``portable rules`` / ``portable explain`` read.
 
 The records are declared where the rules live (``portable.validators.rules.RULE_INFOS``,
-``portable.exporters.rules.PRECHECK_RULES``): :func:`catalogue` imports them on first use,
-so that this base package never imports the folders above it at module level.
+``portable.exporters.rules.PRECHECK_RULES``): :func:`catalogue` imports them on first use, so
+this base package never imports the folders above it at module level; and since the rules
+import only :mod:`portable.ruleinfo`, not this module, there is no cycle even through that
+function-level import.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
 
-from portable.findings import Severity
+from portable.ruleinfo import RuleInfo
 
-__all__ = ["Catalogue", "Phase", "RuleInfo", "catalogue", "summary_of"]
-
-Phase = Literal["model", "pre-export"]
-
-
-def summary_of(docs: str, default: str = "") -> str:
-    """The first paragraph of a rule's documentation, on one line."""
-    first = inspect.cleandoc(docs).split("\n\n")[0] if docs else default
-    return " ".join(first.split())
-
-
-@dataclass(frozen=True)
-class RuleInfo:
-    """What is known about a rule without running it."""
-
-    id: str  # PORT001
-    name: str  # no-control-flow
-    severity: Severity  # the default one; a policy may change it
-    summary: str  # one line: what the rule checks
-    docs: str  # the documentation: *Why*, *Bad* and *Fix*
-    hint: str  # the general remedy a finding carries
-    message: str = ""  # the findings' message template; "" when each case words its own
-    opt_in: bool = False  # runs only when selected or enabled by the policy
-    phase: Phase = "model"  # "model": checks an ONNX file; "pre-export": the PyTorch code
-
-    def matches(self, key: str) -> bool:
-        """True for the rule's id (any case) or name."""
-        return key.upper() == self.id or key.lower() == self.name
+__all__ = ["Catalogue", "catalogue"]
 
 
 @dataclass(frozen=True)

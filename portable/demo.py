@@ -12,17 +12,23 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from portable.formatters import get_formatter
 from portable.policy import Policy
+
+if TYPE_CHECKING:
+    from portable.report import ValidationReport
 
 OUT = Path("out/demo")
 _FIXTURES = Path("fixtures")
 _DEMO_SPECS = {"cnn": f"{_FIXTURES / 'models' / 'cnn.py'}:build", "transformer": f"{_FIXTURES / 'models' / 'transformer.py'}:build"}
 
 
-def _fixture_builder():
+def _fixture_builder() -> ModuleType:
     spec = importlib.util.spec_from_file_location("portable_rule_fixtures", _FIXTURES / "rules" / "build.py")
+    assert spec is not None and spec.loader is not None, "run `make demo` from the repository root"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,7 +41,7 @@ def _exported() -> list[Path]:
     return [export_spec(spec, OUT / f"{name}.onnx", force=True, quiet=False).path for name, spec in _DEMO_SPECS.items()]
 
 
-def _refused() -> list:
+def _refused() -> list[ValidationReport]:
     """Export the bad fixture models; each is refused (nothing written) with located findings."""
     from portable.exporters import ExportFailed, export_spec
 

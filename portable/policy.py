@@ -88,7 +88,7 @@ def dtype_name(elem_type: int) -> str:
 
     if elem_type not in onnx.TensorProto.DataType.values():
         return f"unknown({elem_type})"
-    name = onnx.TensorProto.DataType.Name(elem_type).lower()
+    name: str = onnx.TensorProto.DataType.Name(elem_type).lower()
     return {"float": "float32", "double": "float64"}.get(name, name)
 
 

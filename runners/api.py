@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progr
     except (RunnerFailed, Exception) as exc:  # noqa: BLE001 - any failure of one runner is that runner's error
         outputs.pop(runner.name, None)
         say(f"{runner.name} failed: {_failure(exc)}")
-        detail = getattr(runner, "provider", None) or getattr(runner, "mode", "")
+        detail = cast(str, getattr(runner, "provider", None) or getattr(runner, "mode", ""))
         return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, error=_failure(exc))
 
 
@@ -138,7 +138,7 @@ def _run_parity(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) ->
         start = time.perf_counter()
         outputs.setdefault(runner.name, {})[batch] = runner.infer(feeds)
         firsts[batch] = time.perf_counter() - start
-    detail = getattr(runner, "provider", None) or getattr(runner, "mode", "")
+    detail = cast(str, getattr(runner, "provider", None) or getattr(runner, "mode", ""))
     return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, firsts,
                       max(0, rss_bytes() - before))
 

@@ -50,7 +50,8 @@ class PortableGroup(click.Group):
         if target is None or name not in self.list_commands(ctx):
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

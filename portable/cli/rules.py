@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import click
 
-from portable.catalogue import RuleInfo, catalogue
+from portable.catalogue import catalogue
 from portable.errors import UsageError
+from portable.ruleinfo import RuleInfo
 
 __all__ = ["explain", "rules"]
 

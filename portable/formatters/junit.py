@@ -6,13 +6,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from portable.catalogue import catalogue
+from portable.findings import Finding
 from portable.formatters.base import Formatter
 from portable.report import ValidationReport
 
 __all__ = ["JunitFormatter"]
 
 
-def _details(findings) -> str:
+def _details(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
         where = f.location.describe() + (f" at {f.location.source}" if f.location.source else "")

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from portable._version import __version__
-from portable.catalogue import RuleInfo, catalogue
+from portable.catalogue import catalogue
 from portable.findings import Finding, Severity
 from portable.formatters.base import Formatter
 from portable.report import ValidationReport
+from portable.ruleinfo import RuleInfo
 
 __all__ = ["SARIF_SCHEMA", "SarifFormatter"]
 

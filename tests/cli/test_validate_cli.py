@@ -126,3 +126,17 @@ def test_rules_and_explain(cli):
     pre = cli("explain", "PORT101")
     assert pre.exit_code == 0 and "data-dependent-branch" in pre.output
     assert all(part in pre.output for part in ("*Why*", "*Bad*", "*Fix*", "Fix: decide the branch"))
+
+
+def _rules_table(text: str) -> str:
+    start = text.index("| id | name | severity | what it checks |")
+    return text[start:text.index("\n\n", start)].rstrip("\n")
+
+
+def test_the_readme_rules_table_is_what_portable_rules_prints(cli):
+    """README.md's table comes from the catalogue: regenerate it with `portable rules --format markdown`."""
+    from support import ROOT
+
+    listing = cli("rules", "--format", "markdown")
+    assert listing.exit_code == 0
+    assert _rules_table((ROOT / "README.md").read_text()) == _rules_table(listing.output + "\n\n")

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from portable.catalogue import RuleInfo, catalogue
+from portable.catalogue import catalogue
+from portable.ruleinfo import RuleInfo
 from portable.validators.rules import ALL_RULES, get_rule
 
 RULES_DIR = Path(__file__).parents[2] / "validators" / "rules"

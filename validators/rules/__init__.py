@@ -3,7 +3,7 @@ for the rule catalogue (:mod:`portable.catalogue`) in :data:`RULE_INFOS`."""
 
 from __future__ import annotations
 
-from portable.catalogue import RuleInfo
+from portable.ruleinfo import RuleInfo
 from portable.validators.rules.base import Rule
 from portable.validators.rules.port001_opset import OpsetVersion
 from portable.validators.rules.port002_domains import DefaultDomainOnly

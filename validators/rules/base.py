@@ -7,8 +7,8 @@ import inspect
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from portable.catalogue import RuleInfo, summary_of
 from portable.findings import Finding, Location, Severity
+from portable.ruleinfo import RuleInfo, summary_of
 from portable.validators.context import ModelContext
 
 __all__ = ["Rule"]

@@ -93,6 +93,7 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     graph = copy.graph
     movable = _movable(ctx, external)
     for index in sorted(set(stripped) - movable):
+        assert ctx.lean is not None  # stripped tensors come from a lean parse
         graph.initializer[index].CopyFrom(ctx.lean.tensor(stripped[index]))
     tensors = list(graph.initializer)
     gone = [i in movable or t.name in external for i, t in enumerate(tensors)]
