@@ -24,14 +24,8 @@ RANDOM_OPS = frozenset(
 class ModelContext:
     """One model plus the facts several rules need, each computed at most once."""
 
-    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
-                 all_weights: bool = False) -> None:
-        """``all_weights``: a selected rule reads every payload (it declares ``needs_all_weights``:
-        the ORT session rule hands the serialized model to onnxruntime), so a lean parse is
-        made whole again."""
+    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
         self.lean: LeanModel | None = lean_of(proto)
-        if self.lean is not None and all_weights:
-            proto, self.lean = self.lean.full_proto(), None
         self.proto = proto
         self.path = path
         self.policy = policy
@@ -43,6 +37,11 @@ class ModelContext:
         if self.lean is None or scope.path != "main" or scope.is_function:
             return None
         return self.lean.stripped.get(index)
+
+    def source(self) -> str | bytes:
+        """The whole model for a library that parses it itself (onnxruntime): the file it was
+        lean-parsed from, so no copy of its weights is made here, else the serialized proto."""
+        return self.lean.path if self.lean is not None else self.proto.SerializeToString()
 
     @cached_property
     def scopes(self) -> tuple[GraphScope, ...]:

@@ -21,7 +21,7 @@ from portable.validators.lean import release
 from portable.validators.loading import load_model_file
 from portable.validators.rules import ALL_RULES, Rule
 
-__all__ = ["IGNORE_KEY", "needs_all_weights", "select_rules", "validate", "validate_proto"]
+__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_proto"]
 
 IGNORE_KEY = "portable.ignore"  # metadata_props: "PORT013, PORT007: reason"
 _IGNORE = re.compile(r"^\s*((?:PORT\d{3}\s*,?\s*)+)(?::\s*(.*))?$", re.IGNORECASE)
@@ -105,11 +105,6 @@ def _bad_string(proto: onnx.ModelProto) -> str | None:
     return None
 
 
-def needs_all_weights(rules: Iterable[Rule]) -> bool:
-    """Whether a rule reads every weight payload (a rule says so with ``needs_all_weights = True``)."""
-    return any(getattr(rule, "needs_all_weights", False) for rule in rules)
-
-
 def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
                    rules: Sequence[Rule] | None = None) -> ValidationReport:
     """Validate a parsed model with ``rules`` (default: ``select_rules(policy)``, chosen here).
@@ -119,7 +114,7 @@ def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int 
     if bad is not None:
         return ValidationReport(path=path, policy=policy, rules=tuple(r.id for r in rules),
                                 error=f"not a valid ONNX model: {bad} is not UTF-8 text (a corrupt file)")
-    ctx = ModelContext(proto, path, policy, size, all_weights=needs_all_weights(rules))
+    ctx = ModelContext(proto, path, policy, size)
     findings: list[Finding] = []
     error = None
     for rule in rules:

@@ -16,8 +16,8 @@ What is stripped: the ``raw_data`` of a main-graph initializer of more than
 :data:`LEAN_MIN_ELEMENTS` elements (by its dims). That is the same limit below which the
 shape analysis (``shapes.skeleton``) and onnxscript's constant folder read a tensor's
 values, so no rule that reads small constants ever meets a stripped tensor. Rules that do
-need a stripped payload (PORT015's NaN scan, PORT011's checker, PORT014's session) get it
-from the memory-mapped file through :class:`LeanModel`. Not stripped (kept in memory as
+need a stripped payload (PORT015's NaN scan, PORT011's checker) get it from the
+memory-mapped file through :class:`LeanModel`; PORT014 hands onnxruntime the file itself. Not stripped (kept in memory as
 before): tensors in ``float_data``/``int64_data``... fields, ``Constant`` node attributes,
 subgraph and sparse initializers.
 """
@@ -89,14 +89,6 @@ class LeanModel:
         tensor.ParseFromString(memoryview(self.buffer)[start:end])
         self.release(start, end)
         return tensor
-
-    def full_proto(self) -> onnx.ModelProto:
-        """The whole model, as a full parse gives it (for a rule that needs every weight)."""
-        full = onnx.ModelProto()
-        full.CopyFrom(self.proto)
-        for index, ref in self.stripped.items():
-            full.graph.initializer[index].CopyFrom(self.tensor(ref))
-        return full
 
 
 # Lean models by id(proto). upb messages take no attributes and no weak references, and the

@@ -24,7 +24,7 @@ DEPRECATED_REPLACEMENTS: dict[str, tuple[str, str]] = {
 
 
 class KnownOp(Rule):
-    """Every default-domain op exists in the target opset's schema.
+    """Every default-domain op exists in the target opset's schema and is not deprecated there.
 
     *Why*: ``onnx.checker`` accepts ops it does not know in custom domains, and a
     misspelt or too-new op fails only when a runtime loads the model. This rule asks

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import ClassVar
 
 from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
@@ -29,10 +28,11 @@ class OrtSession(Rule):
 
     Cost: the session is created once, with graph optimizations off (``ORT_DISABLE_ALL``:
     kernels are still looked up, nothing is fused or folded), on the CPU provider, and
-    never run; it is deleted at once and the model's bytes with it. The model is handed
-    over from memory; a model with external data is skipped (PORT010 reports it), so no
-    path named in the model is ever opened. onnxruntime's logger is kept quiet: its error
-    is the finding's message.
+    never run, and deleted at once. onnxruntime reads the model file itself (an in-memory
+    model is handed over serialized), so the weights are not copied in this process first;
+    a model with external data is skipped (PORT010 reports it), so no path named in the
+    model is ever opened. onnxruntime's logger is kept quiet: its error is the finding's
+    message.
 
     *Why*: the checker validates the spec; a runtime also needs kernels for every op
     and type, and checks things the checker does not.
@@ -50,12 +50,11 @@ class OrtSession(Rule):
     message = "onnxruntime could not create a CPU session: {error}"
     hint = "change the op or type the runtime names; check with a current onnxruntime"
     opt_in = True
-    needs_all_weights: ClassVar[bool] = True  # the session is built from the whole serialized model
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         if any(True for _ in external_tensors(ctx)):
             return
-        error = session_error(ctx.proto.SerializeToString())
+        error = session_error(ctx.source())
         if error is None:
             return
         match = _NO_KERNEL.search(error)
@@ -67,18 +66,23 @@ class OrtSession(Rule):
         yield self.finding(_node_named(ctx, match), hint=hint, error=error[:400])
 
 
-def session_error(data: bytes) -> str | None:
-    """Why onnxruntime cannot create a CPU session for ``data`` (one line), or None if it can."""
+def session_error(model: str | bytes) -> str | None:
+    """Why onnxruntime cannot create a CPU session for ``model`` (a file or the serialized
+    bytes; one line), or None if it can."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    options.add_session_config_entry("session.load_model_format", "ONNX")  # never by the file's suffix
     options.log_severity_level = _ORT_LOG_FATAL_ONLY
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.enable_cpu_mem_arena = False  # no run: nothing to pool, nothing to keep reserved
     try:
-        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - every ORT failure is this finding
-        return " ".join(str(exc).split())
+        text = str(exc)
+        if isinstance(model, str):  # the report names the file already; the bytes path has no such prefix
+            text = text.replace(f"Load model from {model} failed:", "", 1)
+        return " ".join(text.split())
     del session  # the session holds a copy of every weight: free it before the next rule
     return None
 
