@@ -122,10 +122,21 @@ def provider_options(provider: str, *, tf32: bool, cuda_graph: bool = False) -> 
     return {}
 
 
-def _static_shape(shape: Sequence[Any], batch: int, output: str) -> list[int]:
-    dims = [batch if i == 0 and not isinstance(d, int) else d for i, d in enumerate(shape)]
+def _symbols(session: Any, feeds: Feeds) -> dict[str, int]:
+    """Sizes of the inputs' symbolic axes in these feeds (``batch`` -> 32, ``seq`` -> 128)."""
+    sizes: dict[str, int] = {}
+    for spec in session.get_inputs():
+        for dim, size in zip(spec.shape, np.shape(feeds[spec.name])):
+            if isinstance(dim, str):
+                sizes[dim] = int(size)
+    return sizes
+
+
+def _static_shape(shape: Sequence[Any], sizes: dict[str, int], output: str) -> list[int]:
+    dims = [sizes.get(d, d) if isinstance(d, str) else d for d in shape]
     if not all(isinstance(d, int) and d >= 0 for d in dims):
-        raise RunnerFailed(f"CUDA graphs need static output shapes: output {output!r} has shape {list(shape)}")
+        raise RunnerFailed(f"CUDA graphs need output shapes known from the input shapes: output {output!r} has "
+                           f"shape {list(shape)} (export with static shapes, or use --ep cuda)")
     return dims
 
 
@@ -137,15 +148,16 @@ class StaticBinding:
         import onnxruntime as ort
 
         self.binding = session.io_binding()
-        self.inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), device, 0)
+        # a copy: on the CPU device an OrtValue wraps the array's memory, and update() writes into it
+        self.inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.array(a, order="C", copy=True), device, 0)
                        for n, a in feeds.items()}
-        batch = int(next(iter(feeds.values())).shape[0])
+        sizes = _symbols(session, feeds)
         self.outputs = []
         for out in session.get_outputs():
             dtype = _NUMPY_OF.get(out.type)
             if dtype is None:
                 raise RunnerFailed(f"CUDA graphs: output {out.name!r} has type {out.type}, not bindable from NumPy")
-            value = ort.OrtValue.ortvalue_from_shape_and_type(_static_shape(out.shape, batch, out.name),
+            value = ort.OrtValue.ortvalue_from_shape_and_type(_static_shape(out.shape, sizes, out.name),
                                                                np.dtype(dtype), device, 0)
             self.outputs.append(value)
             self.binding.bind_ortvalue_output(out.name, value)
