@@ -174,7 +174,9 @@ class StaticBinding:
         session.run_with_iobinding(self.binding, self.run_options)
 
     def fetch(self) -> list[np.ndarray]:
-        return [value.numpy() for value in self.outputs]
+        """The outputs copied to host arrays (the device buffers stay bound)."""
+        self.binding.synchronize_outputs()
+        return [np.asarray(o) for o in self.binding.copy_outputs_to_cpu()]
 
 
 def bind_io(session: Any, feeds: Feeds, device: str) -> Any:
