@@ -129,13 +129,20 @@ def main() -> None:
     parser.add_argument("--batch", default="8")
     parser.add_argument("--tf32", default="off", help="numerics modes: off (strict fp32), on, or off,on")
     parser.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds per runner and order")
+    parser.add_argument("--jsonl", default=None, help="also append each row to this file as it is measured")
     args = parser.parse_args()
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     module, shape = _module(args.model)
-    results = [row for tf32 in args.tf32.split(",") for b in args.batch.split(",")
-               for row in one(module, shape, int(b), tf32 == "on", args, device)]
+    results = []
+    for tf32 in args.tf32.split(","):
+        for batch in args.batch.split(","):
+            rows = one(module, shape, int(batch), tf32 == "on", args, device)
+            results += rows
+            if args.jsonl:  # what was measured survives a time limit
+                with open(args.jsonl, "a", encoding="utf-8") as handle:
+                    handle.writelines(json.dumps(r) + "\n" for r in rows)
     met = all(r["met"] for r in results) if device == "cuda" else None  # the goal is for a GPU
     print(json.dumps({"benchmark": "honesty", "goal": f"|ratio - 1| <= {GOAL} on a GPU, both orders",
                       "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "model": args.model,

@@ -71,6 +71,7 @@ class _Plan:
     device: str
     setup: dict[str, Any] = field(default_factory=dict)
     device_memory: dict[str, dict[int, tuple[int, str]]] = field(default_factory=dict)  # ORT on a GPU
+    skipped: list[str] = field(default_factory=list)  # default providers that could not load
 
 
 def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[int]:
@@ -148,11 +149,22 @@ def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progr
         return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, error=_failure(exc))
 
 
+def _device_probe(runner: Runner) -> DeviceMemoryGrowth | None:
+    """The started device-memory probe of an ONNX Runtime GPU runner; None elsewhere, or where
+    neither NVML nor a CUDA device can be read (the report then has no figure, not an error)."""
+    if runner.kind != "onnxruntime" or not runner.uses_cuda:
+        return None
+    try:
+        probe = DeviceMemoryGrowth()
+        probe.start()
+    except Exception:  # noqa: BLE001 - no NVML, no CUDA: no memory figure
+        return None
+    return probe
+
+
 def _run_parity(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) -> RunnerInfo:
     before = rss_bytes()
-    probe = DeviceMemoryGrowth() if runner.kind == "onnxruntime" and runner.uses_cuda else None
-    if probe is not None:
-        probe.start()
+    probe = _device_probe(runner)
     say(f"loading {runner.name}")
     runner.load()
     firsts: dict[int, float] = {}
@@ -260,7 +272,7 @@ def _guarded(name: str, step: Any) -> Any:
 
 
 def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
-    notes = []
+    notes = list(plan.skipped)
     if plan.device == "cuda" or any(p != "CPUExecutionProvider" for p in plan.setup.get("providers", [])):
         notes.append("numerics tf32: TF32 allowed in PyTorch (cuBLAS matmuls, cuDNN convolutions) and in ONNX "
                      "Runtime's CUDA provider (use_tf32=1); float32 tolerances widened to the tf32 row" if tf32 else
@@ -284,8 +296,32 @@ def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _eps(providers: str | Sequence[str] | None) -> list[EpChoice]:
-    return resolve_eps(providers if providers is None or isinstance(providers, str) else ",".join(providers))
+def _eps(providers: str | Sequence[str] | None, device: str) -> list[EpChoice]:
+    """The asked-for providers; by default the CPU provider for ``device`` cpu, every available one
+    for cuda (a default one that cannot load is skipped with a note, see :func:`_drop_unloadable`)."""
+    if providers is None:
+        available = resolve_eps(None)
+        cpu = [e for e in available if e.provider == "CPUExecutionProvider"]
+        return cpu if device == "cpu" and cpu else available
+    return resolve_eps(providers if isinstance(providers, str) else ",".join(providers))
+
+
+def _drop_unloadable(runners: list[Runner], infos: list[RunnerInfo], implicit: bool,
+                     plan: _Plan) -> tuple[list[Runner], list[RunnerInfo]]:
+    """Without ``--ep``, a provider that onnxruntime lists but cannot load (TensorRT without its
+    libraries) is left out and noted, not an error; asked for by name, it stays an error (exit 3)."""
+    if not implicit:
+        return runners, infos
+    def unloadable(runner: Runner) -> bool:
+        return isinstance(runner, OnnxRuntimeRunner) and runner.load_failed and runner.device != "cpu"
+
+    for r, i in zip(runners, infos):
+        if unloadable(r):
+            plan.skipped.append(f"{r.name} left out: onnxruntime lists {getattr(r, 'provider', '')} but {i.error} "
+                                "(ask for it with --ep to make this an error)")
+    kept = [(r, i) for r, i in zip(runners, infos) if not unloadable(r)]
+    plan.setup["providers"] = list(dict.fromkeys(r.provider for r, _ in kept if isinstance(r, OnnxRuntimeRunner)))
+    return [r for r, _ in kept], [i for _, i in kept]
 
 
 def _compile_modes(compile_mode: str | Sequence[str] | None) -> list[str]:
@@ -318,7 +354,7 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
     say = progress or (lambda _msg: None)
     plan = _plan(model_path, example_inputs, device, batches, inputs, seed, dims, int_range)
     table = replace(tolerances or ToleranceTable(), tf32=tf32)
-    runners = _make_runners(plan, reference_module, _eps(providers), modes, tf32)
+    runners = _make_runners(plan, reference_module, _eps(providers, plan.device), modes, tf32)
     plan.setup.update({"compile_mode": ",".join(modes) or None, "compile_modes": modes, "tf32": tf32,
                        "numerics": "tf32" if tf32 else "strict-fp32",
                        "providers": list(dict.fromkeys(r.provider for r in runners if isinstance(r, OnnxRuntimeRunner))),
@@ -326,16 +362,18 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
                        "reference_runner": "eager"})
     try:
         with tf32_mode(tf32):
-            return _execute(plan, runners, table, timing, localize, reference_module, reference_name, say)
+            return _execute(plan, runners, table, timing, localize, reference_module, reference_name, say,
+                            implicit=providers is None)
     finally:
         for runner in runners:
             runner.unload()
 
 
 def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: TimingConfig | None,
-             localize: bool, module: Any, reference_name: str, say: Progress) -> CompareReport:
+             localize: bool, module: Any, reference_name: str, say: Progress, implicit: bool = False) -> CompareReport:
     outputs: Outputs = {}
     infos = [_run_parity_safely(r, plan, outputs, say) for r in runners]
+    runners, infos = _drop_unloadable(runners, infos, implicit, plan)
     plan.setup["provider_options"] = {r.name: r.effective_options or r.options for r in runners
                                       if isinstance(r, OnnxRuntimeRunner)}
     parity = _compare_all(plan, outputs, table)

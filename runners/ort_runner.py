@@ -134,10 +134,11 @@ def _symbols(session: Any, feeds: Feeds) -> dict[str, int]:
 
 def _static_shape(shape: Sequence[Any], sizes: dict[str, int], output: str) -> list[int]:
     dims = [sizes.get(d, d) if isinstance(d, str) else d for d in shape]
-    if not all(isinstance(d, int) and d >= 0 for d in dims):
+    static = [d for d in dims if isinstance(d, int) and d >= 0]
+    if len(static) != len(dims):
         raise RunnerFailed(f"CUDA graphs need output shapes known from the input shapes: output {output!r} has "
                            f"shape {list(shape)} (export with static shapes, or use --ep cuda)")
-    return dims
+    return static
 
 
 class StaticBinding:
@@ -209,6 +210,7 @@ class OnnxRuntimeRunner(Runner):
         self.device = _DEVICE_OF.get(provider, "cpu")
         self.options = provider_options(provider, tf32=tf32, cuda_graph=cuda_graph)
         self.effective_options: dict[str, str] = {}
+        self.load_failed = False  # the session could not be created on this provider
         self._profile_dir = profile_dir
         self._session: Any = None
         self._binding: Any = None
@@ -227,11 +229,13 @@ class OnnxRuntimeRunner(Runner):
             self._session = ort.InferenceSession(self.model_path, options,
                                                  providers=[(self.provider, self.options)])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
+            self.load_failed = True
             raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: "
                                f"{one_line(exc, limit=400)}") from None
         self.load_seconds = time.perf_counter() - start
         got = self._session.get_providers()
         if not got or got[0] != self.provider:
+            self.load_failed = True
             raise RunnerFailed(f"ONNX Runtime gave providers {got} instead of {self.provider}")
         given = self._session.get_provider_options().get(self.provider, {})
         self.effective_options = {k: str(given[k]) for k in REPORTED_OPTIONS if k in given}

@@ -66,3 +66,30 @@ def test_cli_rejects_an_unknown_compile_mode_before_loading_anything(cnn_onnx: P
     result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", "nowhere.py:nothing",
                                       "--compile-mode", "default,fastest", "-q"])
     assert result.exit_code == 2 and "unknown mode fastest" in result.stderr
+
+
+def test_default_providers_follow_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    from portable.runners import api, ort_runner
+    from portable.runners.ort_runner import CUDA, EpChoice
+
+    monkeypatch.setattr(ort_runner, "available_providers", lambda: [CUDA, "CPUExecutionProvider"])
+    assert api._eps(None, "cpu") == [EpChoice("CPUExecutionProvider")]
+    assert api._eps(None, "cuda") == [EpChoice(CUDA), EpChoice("CPUExecutionProvider")]
+    assert api._eps("cuda", "cpu") == [EpChoice(CUDA)]
+
+
+def test_a_default_provider_that_cannot_load_is_noted_not_an_error(models: ModuleType, cnn_onnx: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from portable.runners import api
+    from portable.runners.ort_runner import EpChoice
+
+    trt = "TensorrtExecutionProvider"  # not in this onnxruntime build: its session cannot be created
+    monkeypatch.setattr(api, "_eps", lambda providers, device: [EpChoice(trt), EpChoice("CPUExecutionProvider")])
+    module, example = models.cnn()
+    implicit = compare(cnn_onnx, module, example_inputs=example, device="cpu", compile_mode=None, timing=None)
+    assert implicit.exit_code == 0 and [r.name for r in implicit.runners] == ["eager", "ort-cpu"]
+    assert any(n.startswith("ort-tensorrt left out") for n in implicit.notes)
+    assert implicit.setup["providers"] == ["CPUExecutionProvider"]
+    named = compare(cnn_onnx, module, example_inputs=example, device="cpu", compile_mode=None, timing=None,
+                    providers="tensorrt,cpu")
+    assert named.exit_code == 3 and named.runner_errors[0].startswith("ort-tensorrt:")
