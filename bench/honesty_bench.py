@@ -1,14 +1,17 @@
-"""Runner honesty: `compare`'s latency for the compiled model vs torch.utils.benchmark on the same call.
+"""Runner honesty: each runner's latency as portable measures it (steady warm-up, round-robin
+blocks) against ``torch.utils.benchmark.Timer.blocked_autorange`` on the same prepared step, in
+the same process, with the runner order as given and reversed.
 
-For each model, the same prepared step (``CompiledRunner.prepare``: the compiled module on
-fixed device tensors) is timed, interleaved, by portable's latency phase and by
-``torch.utils.benchmark.Timer.blocked_autorange(min_run_time=1)``. portable reports two
-figures: the synchronous per-request latency (``measure``: CUDA events around each call, 200 ms
-warm-up, >= 10 iterations, >= 1 s) and the back-to-back time per call (``measure_pipelined``:
-blocks of calls synchronised once), which is what ``blocked_autorange`` measures. Goal (issue
-7): within 5 % on a GPU. On a machine without CUDA it still runs, on the CPU, and says so.
+Runners: eager, compiled (``torch.compile`` default mode) and, given ``--onnx``, ONNX Runtime on
+each of ``--providers`` (``cuda``, ``cuda-graph``, ``cpu``), per numerics mode (strict fp32: TF32
+off in PyTorch and ``use_tf32=0`` in the CUDA provider; tf32: allowed on both) and batch size.
+portable's figure compared is the back-to-back time per call (blocks of calls synchronised once),
+which is what ``blocked_autorange`` measures; the synchronous per-request p50 is printed beside.
+Goal (issue 12): |portable / torch.utils.benchmark - 1| <= 5 % for every runner, in both orders,
+on a GPU. Without CUDA it runs on the CPU and says so.
 
-Usage: ``python bench/honesty_bench.py [--models cnn,resnet50] [--batch 32] [--rounds 3]``
+Usage: ``python bench/honesty_bench.py [--model resnet50|cnn] [--onnx rn50.onnx] [--batch 1,32]
+[--tf32 off,on] [--providers cuda,cuda-graph]``
 """
 
 from __future__ import annotations
@@ -24,72 +27,125 @@ ROOT = Path(__file__).resolve().parents[1]
 GOAL = 0.05  # |portable / torch.utils.benchmark - 1|
 
 
-def _module(name: str, batch: int) -> tuple[Any, Any]:
+def _module(name: str) -> tuple[Any, Any]:
     import torch
 
     if name == "resnet50":
         import torchvision
 
         torch.manual_seed(0)
-        return torchvision.models.resnet50().eval(), torch.randn(batch, 3, 224, 224)
+        return torchvision.models.resnet50().eval(), (3, 224, 224)
     spec = importlib.util.spec_from_file_location("bench_runner_models", ROOT / "tests" / "runners" / "runner_models.py")
     models = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(models)  # type: ignore[union-attr]
     module, (example,) = getattr(models, name)()
-    return module, example.repeat(batch // example.shape[0] or 1, *([1] * (example.dim() - 1)))[:batch]
+    return module, tuple(example.shape[1:])
 
 
-def _portable_medians(step: Any, device: str, synchronize: Any) -> tuple[float, float]:
-    """(synchronous p50, back-to-back per call), as compare's latency phase takes them."""
-    from portable.runners.timing import CudaEventTimer, HostTimer, TimingConfig, measure, measure_pipelined
+def _runners(module: Any, onnx: str | None, providers: list[str], device: str, tf32: bool) -> list[Any]:
+    from portable.runners.ort_runner import resolve_eps
+    from portable.runners.torch_runners import CompiledRunner, EagerRunner
 
-    timer = CudaEventTimer() if device == "cuda" else HostTimer(synchronize)
-    single = statistics.median(measure(step, timer, TimingConfig()))
-    return single, statistics.median(measure_pipelined(step, HostTimer(synchronize), single))
+    runners: list[Any] = [EagerRunner(module, device), CompiledRunner(module, device, "default")]
+    if onnx:
+        from portable.runners.ort_runner import OnnxRuntimeRunner
+
+        runners += [OnnxRuntimeRunner(onnx, e.provider, tf32=tf32, cuda_graph=e.cuda_graph)
+                    for e in resolve_eps(",".join(providers))]
+    for runner in runners:
+        runner.load()
+    return runners
 
 
-def _torch_median(step: Any) -> float:
+def _theirs(step: Any) -> float:
+    """blocked_autorange's median per call; its clock synchronises CUDA (the whole device, so ONNX
+    Runtime's stream too) at each block's ends, as portable's back-to-back blocks do."""
     from torch.utils.benchmark import Timer
 
-    return Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=1.0).median
+    return float(Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=1.0).median)
 
 
-def one(name: str, batch: int, rounds: int, device: str) -> dict[str, Any]:
-    from portable.runners.torch_runners import CompiledRunner
+def _entries(runners: list[Any], feeds: dict[str, Any]) -> list[Any]:
+    from portable.runners.timing import CudaEventTimer, HostTimer, Timed
 
-    module, example = _module(name, batch)
-    runner = CompiledRunner(module, device)
-    runner.load()
-    feeds = {"x": example.numpy()}
-    runner.infer(feeds)  # compile
-    step = runner.prepare(feeds)
-    single, pipelined, theirs = [], [], []
-    for _ in range(rounds):  # interleaved, so drift hits both alike
-        one_call, back_to_back = _portable_medians(step, device, runner.synchronize)
-        single.append(one_call)
-        pipelined.append(back_to_back)
-        theirs.append(_torch_median(step))
-    runner.unload()
-    s, p, t = (statistics.median(v) for v in (single, pipelined, theirs))
-    return {"model": name, "batch": batch, "device": device, "portable_p50_ms": round(s * 1e3, 4),
-            "portable_back_to_back_ms": round(p * 1e3, 4), "torch_benchmark_median_ms": round(t * 1e3, 4),
-            "ratio_p50": round(s / t, 4), "ratio_back_to_back": round(p / t, 4),
-            "met": abs(p / t - 1) <= GOAL, "rounds": rounds}
+    entries = []
+    for runner in runners:
+        runner.infer(feeds)  # compile / capture / cuDNN search before anything is timed
+        step = runner.prepare(feeds)
+        timer = CudaEventTimer() if runner.uses_cuda and runner.kind != "onnxruntime" else HostTimer(runner.synchronize)
+        entries.append(Timed(runner.name, step, timer, HostTimer(runner.synchronize)))
+    return entries
+
+
+def _timed(entries: list[Any], config: Any) -> dict[str, tuple[float, float, dict[str, Any]]]:
+    """Warm each up, then interleave; name -> (back-to-back s, synchronous p50 s, warm-up)."""
+    from portable.runners.timing import interleave, warm_up
+
+    warm = {e.name: warm_up(e.step, e.timer, config) for e in entries}
+    return {m.name: (statistics.median(m.pipelined), statistics.median(m.samples), warm[m.name].to_dict())
+            for m in interleave(entries, warm, config)}
+
+
+def one(module: Any, shape: tuple[int, ...], batch: int, tf32: bool, args: argparse.Namespace,
+        device: str) -> list[dict[str, Any]]:
+    import numpy as np
+
+    from portable.runners.timing import TimingConfig
+    from portable.runners.torch_runners import tf32_mode
+
+    config = TimingConfig(min_seconds=args.min_seconds)
+    feeds = {"x": np.random.default_rng([0, batch]).standard_normal((batch, *shape), dtype=np.float32)}
+    with tf32_mode(tf32):
+        runners = _runners(module, args.onnx, args.providers.split(","), device, tf32)
+        if args.onnx:
+            import onnxruntime as ort
+
+            name = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+            feeds = {name: feeds["x"]}
+        entries = _entries(runners, feeds)
+        forward = _timed(entries, config)
+        theirs = {e.name: _theirs(e.step) for e in entries}
+        backward = _timed(entries[::-1], config)
+        for runner in runners:
+            runner.unload()
+    rows = []
+    for e in entries:
+        f, b, t = forward[e.name], backward[e.name], theirs[e.name]
+        rows.append({"runner": e.name, "batch": batch, "numerics": "tf32" if tf32 else "strict-fp32",
+                     "torch_benchmark_median_ms": round(t * 1e3, 4),
+                     "portable_back_to_back_ms": round(f[0] * 1e3, 4), "reversed_back_to_back_ms": round(b[0] * 1e3, 4),
+                     "portable_p50_ms": round(f[1] * 1e3, 4), "reversed_p50_ms": round(b[1] * 1e3, 4),
+                     "ratio": round(f[0] / t, 4), "ratio_reversed": round(b[0] / t, 4),
+                     "warmup": f[2], "warmup_reversed": b[2],
+                     "met": abs(f[0] / t - 1) <= GOAL and abs(b[0] / t - 1) <= GOAL})
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="cnn")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default="cnn")
+    parser.add_argument("--onnx", default=None, help="the model's ONNX export (adds the ONNX Runtime runners)")
+    parser.add_argument("--providers", default="cpu")
+    parser.add_argument("--batch", default="8")
+    parser.add_argument("--tf32", default="off", help="numerics modes: off (strict fp32), on, or off,on")
+    parser.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds per runner and order")
+    parser.add_argument("--jsonl", default=None, help="also append each row to this file as it is measured")
     args = parser.parse_args()
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    results = [one(m, args.batch, args.rounds, device) for m in args.models.split(",")]
+    module, shape = _module(args.model)
+    results = []
+    for tf32 in args.tf32.split(","):
+        for batch in args.batch.split(","):
+            rows = one(module, shape, int(batch), tf32 == "on", args, device)
+            results += rows
+            if args.jsonl:  # what was measured survives a time limit
+                with open(args.jsonl, "a", encoding="utf-8") as handle:
+                    handle.writelines(json.dumps(r) + "\n" for r in rows)
     met = all(r["met"] for r in results) if device == "cuda" else None  # the goal is for a GPU
-    print(json.dumps({"benchmark": "honesty", "goal": f"|ratio - 1| <= {GOAL} on a GPU", "gpu": device == "cuda",
+    print(json.dumps({"benchmark": "honesty", "goal": f"|ratio - 1| <= {GOAL} on a GPU, both orders",
+                      "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None, "model": args.model,
                       "torch": torch.__version__, "results": results, "met": met}, indent=2))
 
 

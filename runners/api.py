@@ -3,8 +3,12 @@ and compiled PyTorch on identical seeded inputs.
 
 Phases: (1) parity: each runner is loaded in turn and run once per batch size (the first
 call per batch is timed apart: for ``torch.compile`` that is compile time to first result);
-outputs are compared per pair and output; (2) latency (optional): each runner timed per
-batch size; (3) localization (optional) when parity failed.
+outputs are compared per pair and output; (2) latency (optional): per batch size, each runner
+warmed up alone until steady (its peak memory read there), then all timed in round-robin
+blocks (runners/timing.py); (3) localization (optional) when parity failed.
+
+One numerics mode per run: strict fp32 (TF32 off in PyTorch and in every ONNX Runtime
+provider) or ``tf32`` (allowed on both sides, with the wider tf32 tolerance).
 """
 
 from __future__ import annotations
@@ -31,11 +35,21 @@ from portable.runners.inputs import (
     load_npz,
     make_feeds,
 )
-from portable.runners.memory import CudaPeakMemory, RssGrowth, rss_bytes
-from portable.runners.ort_runner import OnnxRuntimeRunner, resolve_providers
+from portable.runners.memory import CudaPeakMemory, DeviceMemoryGrowth, RssGrowth, rss_bytes
+from portable.runners.ort_runner import EpChoice, OnnxRuntimeRunner, resolve_eps
 from portable.runners.report import CompareReport, LatencyResult, RunnerInfo
 from portable.runners.stats import LatencyStats
-from portable.runners.timing import CudaEventTimer, HostTimer, Timer, TimingConfig, measure, measure_pipelined
+from portable.runners.timing import (
+    CudaEventTimer,
+    HostTimer,
+    Measurement,
+    Timed,
+    Timer,
+    TimingConfig,
+    Warmup,
+    interleave,
+    warm_up,
+)
 from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import COMPILE_MODES, CompiledRunner, EagerRunner, tf32_mode
 
@@ -56,6 +70,8 @@ class _Plan:
     feeds: dict[int, dict[str, np.ndarray]]
     device: str
     setup: dict[str, Any] = field(default_factory=dict)
+    device_memory: dict[str, dict[int, tuple[int, str]]] = field(default_factory=dict)  # ORT on a GPU
+    skipped: list[str] = field(default_factory=list)  # default providers that could not load
 
 
 def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[int]:
@@ -103,11 +119,16 @@ def _plan(model_path: str | Path, examples: Sequence[Any] | None, device: str | 
     return _Plan(path, specs, outputs, feeds, device, setup)
 
 
-def _make_runners(plan: _Plan, module: Any, providers: Sequence[str], compile_mode: str | None) -> list[Runner]:
+def compiled_name(mode: str) -> str:
+    """``default`` -> ``compiled``; ``reduce-overhead`` -> ``compiled-reduce-overhead``."""
+    return "compiled" if mode == "default" else f"compiled-{mode}"
+
+
+def _make_runners(plan: _Plan, module: Any, eps: Sequence[EpChoice], compile_modes: Sequence[str],
+                  tf32: bool) -> list[Runner]:
     runners: list[Runner] = [EagerRunner(module, plan.device)]
-    if compile_mode is not None:
-        runners.append(CompiledRunner(module, plan.device, compile_mode))
-    runners.extend(OnnxRuntimeRunner(plan.model, p) for p in providers)
+    runners.extend(CompiledRunner(module, plan.device, m, name=compiled_name(m)) for m in compile_modes)
+    runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph) for e in eps)
     return runners
 
 
@@ -128,8 +149,22 @@ def _run_parity_safely(runner: Runner, plan: _Plan, outputs: Outputs, say: Progr
         return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, error=_failure(exc))
 
 
+def _device_probe(runner: Runner) -> DeviceMemoryGrowth | None:
+    """The started device-memory probe of an ONNX Runtime GPU runner; None elsewhere, or where
+    neither NVML nor a CUDA device can be read (the report then has no figure, not an error)."""
+    if runner.kind != "onnxruntime" or not runner.uses_cuda:
+        return None
+    try:
+        probe = DeviceMemoryGrowth()
+        probe.start()
+    except Exception:  # noqa: BLE001 - no NVML, no CUDA: no memory figure
+        return None
+    return probe
+
+
 def _run_parity(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) -> RunnerInfo:
     before = rss_bytes()
+    probe = _device_probe(runner)
     say(f"loading {runner.name}")
     runner.load()
     firsts: dict[int, float] = {}
@@ -138,15 +173,19 @@ def _run_parity(runner: Runner, plan: _Plan, outputs: Outputs, say: Progress) ->
         start = time.perf_counter()
         outputs.setdefault(runner.name, {})[batch] = runner.infer(feeds)
         firsts[batch] = time.perf_counter() - start
+        if probe is not None:  # the arena only grows: growth so far is its peak up to this batch
+            plan.device_memory.setdefault(runner.name, {})[batch] = (probe.peak(), probe.kind)
     detail = cast(str, getattr(runner, "provider", None) or getattr(runner, "mode", ""))
     return RunnerInfo(runner.name, runner.kind, runner.device, detail, runner.load_seconds, firsts,
                       max(0, rss_bytes() - before))
 
 
 def _pairs(names: Sequence[str]) -> list[tuple[str, str]]:
-    torch_side = [n for n in ("compiled", "eager") if n in names]
+    """Each ONNX Runtime runner against each PyTorch runner; each compiled runner against eager."""
+    compiled = [n for n in names if n.startswith("compiled")]
+    torch_side = compiled + (["eager"] if "eager" in names else [])
     pairs = [(ort, ref) for ort in names if ort.startswith("ort-") for ref in torch_side]
-    return pairs + ([("compiled", "eager")] if len(torch_side) == 2 else [])
+    return pairs + ([(c, "eager") for c in compiled] if "eager" in names else [])
 
 
 def _compare_all(plan: _Plan, outputs: Outputs, tolerances: ToleranceTable) -> tuple[PairComparison, ...]:
@@ -156,56 +195,148 @@ def _compare_all(plan: _Plan, outputs: Outputs, tolerances: ToleranceTable) -> t
                  for a, e in _pairs(list(outputs)) for b in plan.feeds)
 
 
-def _timer_and_memory(runner: Runner) -> tuple[Timer, Any]:
+def _timers(runner: Runner) -> tuple[Timer, Any]:
+    """The synchronous-call timer and the memory probe of the warm-up (None: from the parity phase)."""
     if runner.kind != "onnxruntime" and runner.uses_cuda:
         return CudaEventTimer(), CudaPeakMemory()
     return HostTimer(runner.synchronize), None
 
 
-def _run_latency(runner: Runner, info: RunnerInfo, plan: _Plan, config: TimingConfig,
-                 say: Progress) -> list[LatencyResult]:
-    results = []
-    for batch, feeds in plan.feeds.items():
-        say(f"timing {runner.name}, batch {batch}")
-        timer, probe = _timer_and_memory(runner)
-        step = runner.prepare(feeds)
-        if probe is not None:
-            probe.start()
-        samples = measure(step, timer, config)
-        # back to back, timed on the host as a serving loop sees it (device synchronised per block)
-        pipelined = statistics.median(measure_pipelined(step, HostTimer(runner.synchronize),
-                                                        statistics.median(samples)))
-        peak = probe.peak() if probe is not None else info.load_rss_growth_bytes
-        kind = probe.kind if probe is not None else RssGrowth.kind
-        results.append(LatencyResult(runner.name, batch, LatencyStats.from_samples(samples, batch), timer.name,
-                                     peak, kind, pipelined))
-    return results
+@dataclass(frozen=True)
+class _Warmed:
+    runner: Runner
+    entry: Timed
+    warmup: Warmup
+    memory: tuple[int | None, str]
+
+
+def _memory(plan: _Plan, runner: Runner, info: RunnerInfo, batch: int) -> tuple[int | None, str]:
+    if runner.name in plan.device_memory:
+        return plan.device_memory[runner.name][batch]
+    return info.load_rss_growth_bytes, RssGrowth.kind
+
+
+def _warm(runner: Runner, info: RunnerInfo, plan: _Plan, batch: int, config: TimingConfig, say: Progress) -> _Warmed:
+    say(f"warming up {runner.name}, batch {batch}")
+    timer, probe = _timers(runner)
+    step = runner.prepare(plan.feeds[batch])
+    if probe is not None:
+        probe.start()
+    warmup = warm_up(step, timer, config)
+    memory = (probe.peak(), probe.kind) if probe is not None else _memory(plan, runner, info, batch)
+    entry = Timed(runner.name, _guarded(runner.name, step), timer, HostTimer(runner.synchronize))
+    return _Warmed(runner, entry, warmup, memory)
+
+
+def _result(warmed: _Warmed, measured: Measurement, batch: int) -> LatencyResult:
+    return LatencyResult(warmed.runner.name, batch, LatencyStats.from_samples(measured.samples, batch),
+                         warmed.entry.timer.name, warmed.memory[0], warmed.memory[1],
+                         statistics.median(measured.pipelined), warmed.warmup, measured.rounds)
+
+
+def _latency_batch(live: list[tuple[Runner, RunnerInfo]], plan: _Plan, batch: int, config: TimingConfig,
+                   errors: dict[str, str], say: Progress) -> list[LatencyResult]:
+    """Warm each runner alone, then time them all in round-robin blocks; a runner that fails
+    (out of memory at a larger batch, say) is recorded and the others are timed again without it."""
+    warmed: list[_Warmed] = []
+    for runner, info in live:
+        try:
+            warmed.append(_warm(runner, info, plan, batch, config, say))
+        except Exception as exc:  # noqa: BLE001 - one runner's failure
+            errors[runner.name] = f"latency phase: {_failure(exc)}"
+    while warmed:
+        say(f"timing {', '.join(w.runner.name for w in warmed)} round-robin, batch {batch}")
+        try:
+            measured = interleave([w.entry for w in warmed], {w.runner.name: w.warmup for w in warmed}, config)
+        except _StepFailed as failed:
+            errors[failed.name] = f"latency phase: {_failure(failed.error)}"
+            warmed = [w for w in warmed if w.runner.name != failed.name]
+            continue
+        return [_result(w, m, batch) for w, m in zip(warmed, measured)]
+    return []
+
+
+class _StepFailed(Exception):
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(name)
+        self.name, self.error = name, error
+
+
+def _guarded(name: str, step: Any) -> Any:
+    def run() -> object:
+        try:
+            return step()
+        except Exception as exc:  # noqa: BLE001 - named, so that the others are timed without it
+            raise _StepFailed(name, exc) from exc
+    return run
 
 
 def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
-    notes = []
-    if plan.device == "cuda":
-        notes.append("TF32 allowed on the PyTorch side (--tf32): float32 tolerances widened to the tf32 row"
-                     if tf32 else "TF32 off on the PyTorch side (parity mode); --tf32 allows it with wider tolerances")
+    notes = list(plan.skipped)
+    if plan.device == "cuda" or any(p != "CPUExecutionProvider" for p in plan.setup.get("providers", [])):
+        notes.append("numerics tf32: TF32 allowed in PyTorch (cuBLAS matmuls, cuDNN convolutions) and in ONNX "
+                     "Runtime's CUDA provider (use_tf32=1); float32 tolerances widened to the tf32 row" if tf32 else
+                     "numerics strict fp32: TF32 off in PyTorch and in ONNX Runtime's CUDA provider (use_tf32=0); "
+                     "--tf32 allows it on both sides with wider tolerances")
+        if "TensorrtExecutionProvider" in plan.setup.get("providers", []):
+            notes.append("TensorRT: FP16/INT8 off; ONNX Runtime's TensorRT options have no TF32 switch, and "
+                         "TensorRT allows TF32 by default, so strict fp32 is not guaranteed there")
     low = sorted({o.dtype for o in plan.outputs} & {"float16", "bfloat16"})
     if low:
         notes.append(f"{'/'.join(low)} outputs: the default tolerance adds a multiple of the reference output's RMS, "
                      "since low-precision rounding grows with the output's scale; an error of about 1 % in one "
                      "weight can stay inside it, so check parity in float32 before converting")
     notes.append("ONNX Runtime GPU providers are timed with I/O binding; host copies are not counted")
-    notes.append("peak memory: torch.cuda.max_memory_allocated for CUDA runs, resident-set growth on load "
-                 "and first runs for CPU runs")
+    notes.append("timing: each runner warmed up alone until steady (or capped: see 'steady'), then all runners "
+                 "timed in round-robin blocks, each round opened by the next runner, so none gains by order")
+    notes.append("peak memory: torch.cuda.max_memory_allocated for PyTorch on CUDA (its allocator's tensors); for "
+                 "ONNX Runtime on CUDA the growth of the process's device memory (NVML) across session load and "
+                 "first runs: the arena's high-water mark plus cuDNN/cuBLAS workspaces, not comparable "
+                 "byte for byte; resident-set growth on load and first runs for CPU runs")
     return tuple(notes)
 
 
-def _providers(providers: str | Sequence[str] | None) -> list[str]:
-    if providers is None or isinstance(providers, str):
-        return resolve_providers(providers)
-    return resolve_providers(",".join(providers))
+def _eps(providers: str | Sequence[str] | None, device: str) -> list[EpChoice]:
+    """The asked-for providers; by default the CPU provider for ``device`` cpu, every available one
+    for cuda (a default one that cannot load is skipped with a note, see :func:`_drop_unloadable`)."""
+    if providers is None:
+        available = resolve_eps(None)
+        cpu = [e for e in available if e.provider == "CPUExecutionProvider"]
+        return cpu if device == "cpu" and cpu else available
+    return resolve_eps(providers if isinstance(providers, str) else ",".join(providers))
+
+
+def _drop_unloadable(runners: list[Runner], infos: list[RunnerInfo], implicit: bool,
+                     plan: _Plan) -> tuple[list[Runner], list[RunnerInfo]]:
+    """Without ``--ep``, a provider that onnxruntime lists but cannot load (TensorRT without its
+    libraries) is left out and noted, not an error; asked for by name, it stays an error (exit 3)."""
+    if not implicit:
+        return runners, infos
+    def unloadable(runner: Runner) -> bool:
+        return isinstance(runner, OnnxRuntimeRunner) and runner.load_failed and runner.device != "cpu"
+
+    for r, i in zip(runners, infos):
+        if unloadable(r):
+            plan.skipped.append(f"{r.name} left out: onnxruntime lists {getattr(r, 'provider', '')} but {i.error} "
+                                "(ask for it with --ep to make this an error)")
+    kept = [(r, i) for r, i in zip(runners, infos) if not unloadable(r)]
+    plan.setup["providers"] = list(dict.fromkeys(r.provider for r, _ in kept if isinstance(r, OnnxRuntimeRunner)))
+    return [r for r, _ in kept], [i for _, i in kept]
+
+
+def _compile_modes(compile_mode: str | Sequence[str] | None) -> list[str]:
+    if compile_mode is None:
+        return []
+    modes = [m.strip() for m in (compile_mode.split(",") if isinstance(compile_mode, str) else compile_mode)]
+    bad = [m for m in modes if m not in COMPILE_MODES]
+    if bad or not modes:
+        raise UsageError(f"unknown compile mode {','.join(bad) or compile_mode!r} "
+                         f"(choose from {', '.join(COMPILE_MODES)}, comma-separated)")
+    return list(dict.fromkeys(modes))
 
 
 def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Sequence[Any] | None = None,
-            device: str | None = None, compile_mode: str | None = "default",
+            device: str | None = None, compile_mode: str | Sequence[str] | None = "default",
             providers: str | Sequence[str] | None = None, batches: Sequence[int] | None = None,
             inputs: str | Path | Feeds | None = None, dims: Mapping[str, int] | None = None,
             int_range: tuple[int, int] | None = None, seed: int = 0, tf32: bool = False,
@@ -213,41 +344,46 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
             localize: bool = False, reference_name: str = "", progress: Progress | None = None) -> CompareReport:
     """Compare ONNX Runtime (one runner per provider) with eager and compiled PyTorch.
 
-    ``compile_mode=None`` skips ``torch.compile``; ``timing=None`` skips the latency phase.
+    ``compile_mode``: one mode, several (``"default,reduce-overhead"``: one compiled runner each),
+    or ``None`` to skip ``torch.compile``; ``timing=None`` skips the latency phase. ``tf32``
+    sets the numerics of PyTorch and of every ONNX Runtime provider alike.
     Parity failures are in the report (``report.passed``, ``report.exit_code``); errors raise
     :class:`portable.errors.PortableError`.
     """
-    if compile_mode is not None and compile_mode not in COMPILE_MODES:
-        raise UsageError(f"unknown compile mode {compile_mode!r} (choose from {', '.join(COMPILE_MODES)})")
+    modes = _compile_modes(compile_mode)
     say = progress or (lambda _msg: None)
     plan = _plan(model_path, example_inputs, device, batches, inputs, seed, dims, int_range)
     table = replace(tolerances or ToleranceTable(), tf32=tf32)
-    runners = _make_runners(plan, reference_module, _providers(providers), compile_mode)
-    plan.setup.update({"compile_mode": compile_mode, "tf32": tf32, "providers": [
-        r.provider for r in runners if isinstance(r, OnnxRuntimeRunner)],
-        "timing": None if timing is None else timing.to_dict(), "reference_runner": "eager"})
+    runners = _make_runners(plan, reference_module, _eps(providers, plan.device), modes, tf32)
+    plan.setup.update({"compile_mode": ",".join(modes) or None, "compile_modes": modes, "tf32": tf32,
+                       "numerics": "tf32" if tf32 else "strict-fp32",
+                       "providers": list(dict.fromkeys(r.provider for r in runners if isinstance(r, OnnxRuntimeRunner))),
+                       "timing": None if timing is None else {**timing.to_dict(), "interleaved": True},
+                       "reference_runner": "eager"})
     try:
         with tf32_mode(tf32):
-            return _execute(plan, runners, table, timing, localize, reference_module, reference_name, say)
+            return _execute(plan, runners, table, timing, localize, reference_module, reference_name, say,
+                            implicit=providers is None)
     finally:
         for runner in runners:
             runner.unload()
 
 
 def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: TimingConfig | None,
-             localize: bool, module: Any, reference_name: str, say: Progress) -> CompareReport:
+             localize: bool, module: Any, reference_name: str, say: Progress, implicit: bool = False) -> CompareReport:
     outputs: Outputs = {}
     infos = [_run_parity_safely(r, plan, outputs, say) for r in runners]
+    runners, infos = _drop_unloadable(runners, infos, implicit, plan)
+    plan.setup["provider_options"] = {r.name: r.effective_options or r.options for r in runners
+                                      if isinstance(r, OnnxRuntimeRunner)}
     parity = _compare_all(plan, outputs, table)
     latency: list[LatencyResult] = []
     if timing is not None:
-        for i, (runner, info) in enumerate(zip(runners, infos)):
-            if info.error is not None:
-                continue
-            try:
-                latency.extend(_run_latency(runner, info, plan, timing, say))
-            except Exception as exc:  # noqa: BLE001 - e.g. out of memory at a larger batch
-                infos[i] = replace(info, error=f"latency phase: {_failure(exc)}")
+        errors: dict[str, str] = {}
+        for batch in plan.feeds:
+            live = [(r, i) for r, i in zip(runners, infos) if i.error is None and r.name not in errors]
+            latency.extend(_latency_batch(live, plan, batch, timing, errors, say))
+        infos = [replace(i, error=errors[i.name]) if i.name in errors else i for i in infos]
     located = None
     if localize and not all(p.passed for p in parity):
         from portable.runners.localize import localize_divergence

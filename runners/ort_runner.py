@@ -1,12 +1,24 @@
-"""ONNX Runtime: one runner per execution provider, sessions created with explicit providers.
+"""ONNX Runtime: one runner per execution provider, sessions created with explicit providers
+and explicit provider options.
+
+Numerics: one mode per run sets every provider as it sets PyTorch. Strict fp32 gives the CUDA
+provider ``use_tf32=0`` (it computes float32 convolutions and GEMMs in TF32 by default);
+``tf32`` gives ``use_tf32=1``. The TensorRT provider is given ``trt_fp16_enable`` /
+``trt_int8_enable`` off; ONNX Runtime's TensorRT options have no TF32 switch (TensorRT allows
+TF32 by default), which the report says. The options ONNX Runtime reports back for the session
+(``get_provider_options``) are what the report shows, not only what was asked.
 
 GPU providers are timed through I/O binding: inputs are copied to the device once and
-outputs stay there, so host copies are not counted.
+outputs stay there, so host copies are not counted. ``cuda-graph`` (``enable_cuda_graph=1``)
+binds inputs and outputs to fixed device buffers, one CUDA graph per batch size (run option
+``gpu_graph_id``), since a replayed graph reads and writes the addresses it was captured with.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +27,8 @@ import numpy as np
 from portable.errors import UsageError, one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
-__all__ = ["PROVIDER_ALIASES", "OnnxRuntimeRunner", "available_providers", "bind_io", "resolve_providers",
+__all__ = ["CUDA", "GRAPH_SUFFIX", "PROVIDER_ALIASES", "REPORTED_OPTIONS", "EpChoice", "OnnxRuntimeRunner",
+           "StaticBinding", "available_providers", "bind_io", "provider_options", "resolve_eps", "resolve_providers",
            "short_name"]
 
 PROVIDER_ALIASES: dict[str, str] = {
@@ -31,7 +44,17 @@ PROVIDER_ALIASES: dict[str, str] = {
     "qnn": "QNNExecutionProvider",
     "xnnpack": "XnnpackExecutionProvider",
 }
-_DEVICE_OF = {"CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "cuda"}
+CUDA = "CUDAExecutionProvider"
+TENSORRT = "TensorrtExecutionProvider"
+GRAPH_SUFFIX = "-graph"  # "cuda-graph": the CUDA provider with enable_cuda_graph=1
+_DEVICE_OF = {CUDA: "cuda", TENSORRT: "cuda"}
+# The options shown in reports, as ONNX Runtime gives them back for the session.
+REPORTED_OPTIONS = ("device_id", "use_tf32", "cudnn_conv_algo_search", "arena_extend_strategy", "gpu_mem_limit",
+                    "enable_cuda_graph", "do_copy_in_default_stream", "cudnn_conv_use_max_workspace", "prefer_nhwc",
+                    "trt_fp16_enable", "trt_int8_enable")
+_NUMPY_OF = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+             "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+             "tensor(bool)": "bool"}
 _SKIP_BY_DEFAULT = {"AzureExecutionProvider"}
 
 
@@ -65,6 +88,98 @@ def resolve_providers(names: str | None, *, require_available: bool = True) -> l
     return list(dict.fromkeys(wanted))
 
 
+@dataclass(frozen=True)
+class EpChoice:
+    """One ONNX Runtime runner to make: a provider, and for CUDA whether to replay CUDA graphs."""
+
+    provider: str
+    cuda_graph: bool = False
+
+
+def resolve_eps(names: str | None) -> list[EpChoice]:
+    """``cpu,cuda,cuda-graph`` -> the runners to make (``cuda-graph``: CUDA with CUDA graphs)."""
+    if not names:
+        return [EpChoice(p) for p in resolve_providers(None)]
+    choices = []
+    for raw in (n.strip() for n in names.split(",") if n.strip()):
+        graph = raw.lower().endswith(GRAPH_SUFFIX)
+        provider = resolve_providers(raw[: -len(GRAPH_SUFFIX)] if graph else raw)[0]
+        if graph and provider != CUDA:
+            raise UsageError(f"--ep {raw}: CUDA graphs are an option of the CUDA provider only (--ep cuda-graph)")
+        choices.append(EpChoice(provider, graph))
+    return list(dict.fromkeys(choices))
+
+
+def provider_options(provider: str, *, tf32: bool, cuda_graph: bool = False) -> dict[str, str]:
+    """The options a session is created with: the numerics mode, and ONNX Runtime's defaults
+    for the rest spelled out, so that the report states them."""
+    if provider == CUDA:
+        return {"device_id": "0", "use_tf32": "1" if tf32 else "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
+                "arena_extend_strategy": "kNextPowerOfTwo", "do_copy_in_default_stream": "1",
+                "enable_cuda_graph": "1" if cuda_graph else "0"}
+    if provider == TENSORRT:  # no TF32 switch in ORT's TensorRT options: FP16/INT8 off is what strict can ask
+        return {"device_id": "0", "trt_fp16_enable": "False", "trt_int8_enable": "False"}
+    return {}
+
+
+def _symbols(session: Any, feeds: Feeds) -> dict[str, int]:
+    """Sizes of the inputs' symbolic axes in these feeds (``batch`` -> 32, ``seq`` -> 128)."""
+    sizes: dict[str, int] = {}
+    for spec in session.get_inputs():
+        for dim, size in zip(spec.shape, np.shape(feeds[spec.name])):
+            if isinstance(dim, str):
+                sizes[dim] = int(size)
+    return sizes
+
+
+def _static_shape(shape: Sequence[Any], sizes: dict[str, int], output: str) -> list[int]:
+    dims = [sizes.get(d, d) if isinstance(d, str) else d for d in shape]
+    static = [d for d in dims if isinstance(d, int) and d >= 0]
+    if len(static) != len(dims):
+        raise RunnerFailed(f"CUDA graphs need output shapes known from the input shapes: output {output!r} has "
+                           f"shape {list(shape)} (export with static shapes, or use --ep cuda)")
+    return static
+
+
+class StaticBinding:
+    """Inputs and outputs bound to buffers on ``device`` that keep their addresses: a new batch
+    of inputs is copied into the same buffers (``update``), as CUDA graph replay requires."""
+
+    def __init__(self, session: Any, feeds: Feeds, device: str, graph_id: int) -> None:
+        import onnxruntime as ort
+
+        self.binding = session.io_binding()
+        # a copy: on the CPU device an OrtValue wraps the array's memory, and update() writes into it
+        self.inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.array(a, order="C", copy=True), device, 0)
+                       for n, a in feeds.items()}
+        sizes = _symbols(session, feeds)
+        self.outputs = []
+        for out in session.get_outputs():
+            dtype = _NUMPY_OF.get(out.type)
+            if dtype is None:
+                raise RunnerFailed(f"CUDA graphs: output {out.name!r} has type {out.type}, not bindable from NumPy")
+            value = ort.OrtValue.ortvalue_from_shape_and_type(_static_shape(out.shape, sizes, out.name),
+                                                               np.dtype(dtype), device, 0)
+            self.outputs.append(value)
+            self.binding.bind_ortvalue_output(out.name, value)
+        for name, value in self.inputs.items():
+            self.binding.bind_ortvalue_input(name, value)
+        self.run_options = ort.RunOptions()
+        self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))  # 0 is reserved, -1 disables
+
+    def update(self, feeds: Feeds) -> None:
+        for name, array in feeds.items():
+            self.inputs[name].update_inplace(np.ascontiguousarray(array))
+
+    def run(self, session: Any) -> None:
+        session.run_with_iobinding(self.binding, self.run_options)
+
+    def fetch(self) -> list[np.ndarray]:
+        """The outputs copied to host arrays (the device buffers stay bound)."""
+        self.binding.synchronize_outputs()
+        return [np.asarray(o) for o in self.binding.copy_outputs_to_cpu()]
+
+
 def bind_io(session: Any, feeds: Feeds, device: str) -> Any:
     """An ``IOBinding`` with the inputs copied to ``device`` once and the outputs left there, so a timed
     ``run_with_iobinding`` counts no host transfer (how GPU providers are timed)."""
@@ -84,15 +199,22 @@ class OnnxRuntimeRunner(Runner):
     kind = "onnxruntime"
 
     def __init__(self, model_path: str | Path, provider: str = "CPUExecutionProvider", *,
-                 profile_dir: str | None = None) -> None:
+                 profile_dir: str | None = None, tf32: bool = False, cuda_graph: bool = False) -> None:
         super().__init__()
+        if cuda_graph and provider != CUDA:
+            raise UsageError(f"CUDA graphs are an option of {CUDA} only, not {provider}")
         self.model_path = str(model_path)
         self.provider = provider
-        self.name = f"ort-{short_name(provider)}"
+        self.cuda_graph = cuda_graph
+        self.name = f"ort-{short_name(provider)}" + (GRAPH_SUFFIX if cuda_graph else "")
         self.device = _DEVICE_OF.get(provider, "cpu")
+        self.options = provider_options(provider, tf32=tf32, cuda_graph=cuda_graph)
+        self.effective_options: dict[str, str] = {}
+        self.load_failed = False  # the session could not be created on this provider
         self._profile_dir = profile_dir
         self._session: Any = None
         self._binding: Any = None
+        self._static: dict[tuple[tuple[int, ...], ...], StaticBinding] = {}
 
     def load(self) -> None:
         import onnxruntime as ort
@@ -104,14 +226,19 @@ class OnnxRuntimeRunner(Runner):
             options.profile_file_prefix = str(Path(self._profile_dir) / self.name)
         start = time.perf_counter()
         try:
-            self._session = ort.InferenceSession(self.model_path, options, providers=[self.provider])
+            self._session = ort.InferenceSession(self.model_path, options,
+                                                 providers=[(self.provider, self.options)])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
+            self.load_failed = True
             raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: "
                                f"{one_line(exc, limit=400)}") from None
         self.load_seconds = time.perf_counter() - start
         got = self._session.get_providers()
         if not got or got[0] != self.provider:
+            self.load_failed = True
             raise RunnerFailed(f"ONNX Runtime gave providers {got} instead of {self.provider}")
+        given = self._session.get_provider_options().get(self.provider, {})
+        self.effective_options = {k: str(given[k]) for k in REPORTED_OPTIONS if k in given}
 
     @property
     def session(self) -> Any:
@@ -119,14 +246,34 @@ class OnnxRuntimeRunner(Runner):
             raise RuntimeError(f"{self.name}: load() first")
         return self._session
 
+    def _static_binding(self, feeds: Feeds) -> StaticBinding:
+        """The fixed buffers for this input shape (one CUDA graph each), with ``feeds`` copied in."""
+        key = tuple(tuple(a.shape) for a in feeds.values())
+        bound = self._static.get(key)
+        if bound is None:
+            bound = self._static[key] = StaticBinding(self.session, feeds, self.device, len(self._static) + 1)
+        else:
+            bound.update(feeds)
+        return bound
+
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
         try:
+            if self.cuda_graph:
+                bound = self._static_binding(feeds)
+                bound.run(self.session)
+                return bound.fetch()
             return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
+        except RunnerFailed:
+            raise
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException types
             raise RunnerFailed(f"ONNX Runtime ({self.provider}) failed to run: {one_line(exc, limit=400)}") from None
 
     def prepare(self, feeds: Feeds) -> Step:
         session, plain = self.session, dict(feeds)
+        if self.cuda_graph:
+            bound = self._static_binding(plain)
+            self._binding = bound.binding
+            return lambda: bound.run(session)
         if self.device == "cpu":
             return lambda: session.run(None, plain)
         binding = self._binding = bind_io(session, plain, self.device)
@@ -141,7 +288,8 @@ class OnnxRuntimeRunner(Runner):
 
     def unload(self) -> None:
         self._binding = None
+        self._static = {}
         self._session = None
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "provider": self.provider}
+        return {**super().describe(), "provider": self.provider, "provider_options": self.effective_options}

@@ -11,12 +11,14 @@ from typing import Any
 
 from portable.runners.report import CompareReport
 
-__all__ = ["latency_rows", "markdown_table", "parity_rows", "render_markdown", "render_rich", "speedup_table"]
+__all__ = ["latency_rows", "markdown_table", "options_rows", "parity_rows", "render_markdown", "render_rich",
+           "speedup_table"]
 
 PARITY_HEADER = ("pair", "batch", "output", "max abs", "max rel", "mean abs", "p99 abs", "cosine",
                  "beyond tol", "non-finite", "atol/rtol", "result")
 LATENCY_HEADER = ("runner", "batch", "p50 ms", "p90 ms", "p99 ms", "mean ms", "stdev ms", "CV", "samples/s",
-                  "back-to-back ms/call", "iters", "peak mem", "first result s")
+                  "back-to-back ms/call", "iters", "rounds", "warm-up", "peak mem", "memory measured as",
+                  "first result s")
 
 
 def _num(value: float | None, spec: str = ".3g") -> str:
@@ -57,8 +59,24 @@ def latency_rows(report: CompareReport) -> list[tuple[str, ...]]:
         rows.append((r.runner, str(r.batch), f"{s.p50_s * 1e3:.3f}", f"{s.p90_s * 1e3:.3f}", f"{s.p99_s * 1e3:.3f}",
                      f"{s.mean_s * 1e3:.3f}", f"{s.stdev_s * 1e3:.3f}", f"{s.cv:.3f}", f"{s.throughput:.1f}",
                      "-" if r.pipelined_s is None else f"{r.pipelined_s * 1e3:.3f}", str(s.iterations),
-                     _bytes(r.peak_memory_bytes), _num(firsts.get(r.runner, {}).get(r.batch))))
+                     "-" if r.rounds is None else str(r.rounds), _warmup(r.warmup),
+                     _bytes(r.peak_memory_bytes), r.memory_kind, _num(firsts.get(r.runner, {}).get(r.batch))))
     return rows
+
+
+def _warmup(warm: Any) -> str:
+    """``240 it, 1.2 s, steady`` (or ``capped``: the cap came before the blocks agreed)."""
+    if warm is None:
+        return "-"
+    return f"{warm.iterations} it, {warm.seconds:.2g} s, {'steady' if warm.steady else 'capped'}"
+
+
+OPTIONS_HEADER = ("runner", "provider options (as ONNX Runtime reports them)")
+
+
+def options_rows(report: CompareReport) -> list[tuple[str, ...]]:
+    options = report.setup.get("provider_options") or {}
+    return [(name, ", ".join(f"{k}={v}" for k, v in opts.items()) or "(none)") for name, opts in options.items()]
 
 
 def speedup_table(report: CompareReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
@@ -76,7 +94,9 @@ def speedup_table(report: CompareReport) -> tuple[tuple[str, ...], list[tuple[st
 
 def _setup_line(report: CompareReport) -> str:
     s = report.setup
-    return (f"device {s.get('device')}, compile mode {s.get('compile_mode')}, TF32 {'on' if s.get('tf32') else 'off'}, "
+    numerics = s.get("numerics") or ("tf32" if s.get("tf32") else "strict-fp32")
+    return (f"device {s.get('device')}, compile mode {s.get('compile_mode')}, numerics {numerics} "
+            f"(TF32 {'on' if s.get('tf32') else 'off'} in PyTorch and ONNX Runtime), "
             f"providers {', '.join(s.get('providers', []))}, batches {s.get('batches')}, inputs {s.get('inputs')}, "
             f"seed {s.get('seed')}")
 
@@ -106,6 +126,8 @@ def render_rich(report: CompareReport, console: Any) -> None:
     console.print(f"[bold]{report.model}[/bold] against {report.reference or 'the reference module'}")
     console.print(_setup_line(report))
     console.print(table("Runners", LOADS_HEADER, _loads_rows(report)))
+    if options_rows(report):
+        console.print(table("ONNX Runtime provider options", OPTIONS_HEADER, options_rows(report)))
     console.print(table("Parity", PARITY_HEADER, parity_rows(report)))
     if report.latency:
         console.print(table("Latency", LATENCY_HEADER, latency_rows(report)))
@@ -146,6 +168,8 @@ def render_markdown(report: CompareReport, plots: Sequence[tuple[str, str]] = ()
              f"**Parity: {'PASS' if report.passed else 'FAIL'}**" +
              ("" if report.passed else " — " + "; ".join(report.failures)), "",
              "## Runners", "", markdown_table(LOADS_HEADER, _loads_rows(report)), "",
+             *(["## ONNX Runtime provider options", "", markdown_table(OPTIONS_HEADER, options_rows(report)), ""]
+               if options_rows(report) else []),
              "## Parity", "", markdown_table(PARITY_HEADER, parity_rows(report)), ""]
     if report.latency:
         parts += ["## Latency", "", markdown_table(LATENCY_HEADER, latency_rows(report)), "",

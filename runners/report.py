@@ -15,6 +15,7 @@ from typing import Any
 from portable.errors import ExitCode
 from portable.runners.comparator import HISTOGRAM_EDGES, PairComparison
 from portable.runners.stats import LatencyStats
+from portable.runners.timing import Warmup
 
 __all__ = ["COMPARE_SCHEMA", "COMPARE_SCHEMA_VERSION", "CompareReport", "LatencyResult", "Localization",
            "RunnerInfo", "SpeedupRow"]
@@ -51,13 +52,16 @@ class LatencyResult:
     stats: LatencyStats
     timer: str  # "cuda_events" | "perf_counter"
     peak_memory_bytes: int | None
-    memory_kind: str  # "cuda_max_memory_allocated" | "rss_growth"
+    memory_kind: str  # "cuda_max_memory_allocated" | "nvml_process_used_growth" | ... | "rss_growth"
     pipelined_s: float | None = None  # seconds per call, calls back to back (median of blocks)
+    warmup: Warmup | None = None
+    rounds: int | None = None  # round-robin rounds it was timed in
 
     def to_dict(self) -> dict[str, Any]:
         return {"runner": self.runner, "batch": self.batch, "timer": self.timer,
                 "peak_memory_bytes": self.peak_memory_bytes, "memory_kind": self.memory_kind,
-                "pipelined_s": self.pipelined_s, **self.stats.to_dict()}
+                "pipelined_s": self.pipelined_s, "rounds": self.rounds,
+                "warmup": None if self.warmup is None else self.warmup.to_dict(), **self.stats.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,18 @@ def encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _test_models().encoder()
 
 
+def vit_b16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """torchvision ViT-B/16, random init (seed 0), 224x224."""
+    from torchvision.models import vit_b_16
+
+    torch.manual_seed(0)
+    return vit_b_16(weights=None).eval(), (torch.randn(2, 3, 224, 224),)
+
+
+def vit_b16_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return convert_precision(*vit_b16(), "fp16")
+
+
 def resnet50_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return convert_precision(*resnet50(), "fp16")
 

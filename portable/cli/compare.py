@@ -39,7 +39,8 @@ def _shared(fn: F) -> F:
     """Options that ``compare`` and ``matrix`` share, defined once."""
     for option in reversed((
         click.option("--ep", "providers", default=None, metavar="EPS",
-                     help="Execution providers, comma-separated (cpu,cuda,tensorrt,...). Default: all available."),
+                     help="Execution providers, comma-separated (cpu,cuda,tensorrt,...; compare also takes "
+                          "cuda-graph: CUDA with CUDA graphs). Default: all available."),
         click.option("--batch", "batch", default=None, metavar="SIZES", help="Batch sizes, e.g. 1,8,32."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic input axis."),
         click.option("--int-range", default=None, metavar="LOW:HIGH",
@@ -96,15 +97,25 @@ def _write_markdown(report: Any, path: str) -> None:
     atomic_write_text(target, render_markdown(report, write_plots(report, target)))
 
 
-def _timing(no_latency: bool, warmup_ms: float, iterations: int, duration_ms: float) -> Any:
+def _timing(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iterations: int, duration_ms: float) -> Any:
     from portable.runners.timing import TimingConfig
 
     if no_latency:
         return None
     try:
-        return TimingConfig(warmup_seconds=warmup_ms / 1e3, min_iterations=iterations, min_seconds=duration_ms / 1e3)
+        return TimingConfig(warmup_seconds=warmup_ms / 1e3, min_iterations=iterations, min_seconds=duration_ms / 1e3,
+                            warmup_max_seconds=max(warmup_max_ms, warmup_ms) / 1e3)
     except ValueError as exc:
         raise UsageError(f"latency options: {exc}") from None
+
+
+def _check_compile_modes(text: str) -> None:
+    """Before torch is imported: ``default,reduce-overhead`` names known modes."""
+    known = ("default", "reduce-overhead", "max-autotune")
+    bad = [m for m in (m.strip() for m in text.split(",")) if m not in known]
+    if bad:
+        raise UsageError(f"--compile-mode {text!r}: unknown mode {', '.join(bad) or '(empty)'} "
+                         f"(choose from {', '.join(known)}, comma-separated)")
 
 
 def _load_reference(spec: str, weights: str | None) -> Any:
@@ -123,19 +134,24 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @click.option("--weights", default=None, type=click.Path(dir_okay=False), help="State dict for the reference.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
               help="PyTorch device. Default: cuda when available, else cpu.")
-@click.option("--compile-mode", type=click.Choice(["default", "reduce-overhead", "max-autotune"]),
-              default="default", show_default=True, help="torch.compile mode (inductor).")
+@click.option("--compile-mode", default="default", show_default=True, metavar="MODES",
+              help="torch.compile modes (inductor), comma-separated: default, reduce-overhead, max-autotune; "
+                   "one compiled runner each.")
 @click.option("--no-compile", is_flag=True, help="Skip the torch.compile runner.")
 @click.option("--inputs", "inputs", default=None, type=click.Path(dir_okay=False),
               help="Inputs from a .npz (keys: input names) instead of seeded random ones.")
-@click.option("--tf32", is_flag=True, help="Allow TF32 on the PyTorch side (wider float32 tolerances).")
+@click.option("--tf32", is_flag=True, help="Allow TF32 in PyTorch and in every ONNX Runtime provider (use_tf32=1), "
+                                          "with wider float32 tolerances. Default: strict fp32 on both sides.")
 @click.option("--atol", multiple=True, metavar="[OUTPUT=]V", help="Absolute tolerance, for all or one output.")
 @click.option("--rtol", multiple=True, metavar="[OUTPUT=]V", help="Relative tolerance, for all or one output.")
 @click.option("--report", "report_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a Markdown report with PNG plots next to it.")
 @click.option("--localize", is_flag=True, help="On a parity failure, find the first divergent ONNX node.")
 @click.option("--no-latency", is_flag=True, help="Parity only.")
-@click.option("--warmup-ms", default=200.0, show_default=True, type=float, help="Warm-up time per runner and batch.")
+@click.option("--warmup-ms", default=200.0, show_default=True, type=float,
+              help="Least warm-up per runner and batch; it goes on until the runner is steady.")
+@click.option("--warmup-max-ms", default=10000.0, show_default=True, type=float,
+              help="Most warm-up per runner and batch (the report says when it stopped unsteady).")
 @click.option("--iterations", default=10, show_default=True, type=int, help="Minimum timed iterations.")
 @click.option("--duration-ms", default=1000.0, show_default=True, type=float, help="Minimum timed duration.")
 @click.option("--max-latency-ms", "latency_budgets", multiple=True, metavar="[RUNNER:]STAT=MS",
@@ -146,7 +162,8 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @_shared
 def compare(model: str, reference: str, weights: str | None, device: str | None, compile_mode: str,
             no_compile: bool, inputs: str | None, tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
-            report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, iterations: int,
+            report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, warmup_max_ms: float,
+            iterations: int,
             duration_ms: float, latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...],
             providers: str | None, batch: str | None, dims: tuple[str, ...],
             int_range: str | None, seed: int, fmt: str, output: str | None, quiet: bool) -> None:
@@ -160,7 +177,9 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     from portable.runners.inputs import parse_dims, parse_int_range
     from portable.runners.tolerances import parse_overrides
 
-    timing = _timing(no_latency, warmup_ms, iterations, duration_ms)
+    timing = _timing(no_latency, warmup_ms, warmup_max_ms, iterations, duration_ms)
+    if not no_compile:
+        _check_compile_modes(compile_mode)
     table = parse_overrides(atol, rtol, tf32=tf32)
     budgets = parse_latency_budgets(latency_budgets), parse_error_budgets(error_budgets)
     if no_latency and latency_budgets:

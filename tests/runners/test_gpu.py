@@ -1,4 +1,5 @@
-"""CUDA runs (marked ``gpu``; skipped where PyTorch sees no CUDA device)."""
+"""CUDA runs (marked ``gpu``; skipped where PyTorch sees no CUDA device; the ONNX Runtime CUDA
+provider's tests also where onnxruntime has no CUDA provider)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,24 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
+def _ort_has_cuda() -> bool:
+    import onnxruntime as ort
+
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+needs_ort_cuda = pytest.mark.skipif(not _ort_has_cuda(), reason="needs onnxruntime's CUDA provider")
+QUICK = ["--warmup-ms", "20", "--warmup-max-ms", "500", "--iterations", "5", "--duration-ms", "50"]
+
+
+def run_json(*args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    result = CliRunner().invoke(cli, ["compare", *args, "--format", "json", "-q"])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
+
+
 def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cnn_onnx: Path) -> None:
     result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda",
-                                      "--batch", "1,8", "--format", "json", "-q", "--warmup-ms", "20",
-                                      "--iterations", "5", "--duration-ms", "50"])
+                                      "--batch", "1,8", "--format", "json", "-q", "--ep", "cpu", *QUICK])
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["setup"]["device"] == "cuda" and data["setup"]["tf32"] is False
@@ -39,3 +54,52 @@ def test_perturbed_model_fails_on_cuda(cnn_scaled_onnx: Path) -> None:
     result = CliRunner().invoke(cli, ["compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device",
                                       "cuda", "--no-compile", "--no-latency", "-q"])
     assert result.exit_code == 1 and "parity: FAIL" in result.stdout
+
+
+@needs_ort_cuda
+def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(cnn_onnx: Path) -> None:
+    code, data, err = run_json(str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
+                               "--ep", "cuda,cuda-graph,cpu", "--compile-mode", "default", *QUICK)
+    assert code == 0, err
+    options = data["setup"]["provider_options"]
+    assert options["ort-cuda"]["use_tf32"] == "0" and options["ort-cuda"]["enable_cuda_graph"] == "0"
+    assert options["ort-cuda-graph"]["enable_cuda_graph"] == "1" and options["ort-cuda-graph"]["use_tf32"] == "0"
+    ort_rows = [r for r in data["latency"] if r["runner"] in ("ort-cuda", "ort-cuda-graph")]
+    assert len(ort_rows) == 4
+    assert all(r["memory_kind"].endswith("_used_growth") and r["peak_memory_bytes"] > 0 for r in ort_rows)
+    assert all(r["warmup"]["iterations"] > 0 and r["rounds"] >= 5 for r in data["latency"])
+    pairs = {(p["actual"], p["expected"]) for p in data["parity"]}
+    assert ("ort-cuda", "eager") in pairs and ("ort-cuda-graph", "eager") in pairs
+
+
+@needs_ort_cuda
+def test_tf32_mode_reaches_the_cuda_provider(cnn_onnx: Path) -> None:
+    code, data, err = run_json(str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+                               "--no-compile", "--no-latency", "--tf32")
+    assert code == 0, err
+    assert data["setup"]["numerics"] == "tf32" and data["setup"]["provider_options"]["ort-cuda"]["use_tf32"] == "1"
+
+
+@needs_ort_cuda
+def test_scaled_weight_fails_ort_cuda_against_eager_in_strict_mode(cnn_scaled_onnx: Path) -> None:
+    code, data, _ = run_json(str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+                             "--no-compile", "--no-latency")
+    assert code == 1 and any(f.startswith("ort-cuda vs eager") for f in data["failures"])
+
+
+@needs_ort_cuda
+def test_cuda_graph_runner_gives_the_plain_cuda_outputs_for_each_batch(models, cnn_onnx: Path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from portable.runners.inputs import graph_io, make_feeds
+    from portable.runners.ort_runner import CUDA, OnnxRuntimeRunner
+
+    specs, _ = graph_io(cnn_onnx)
+    plain, graph = OnnxRuntimeRunner(cnn_onnx, CUDA), OnnxRuntimeRunner(cnn_onnx, CUDA, cuda_graph=True)
+    plain.load()
+    graph.load()
+    for batch, seed in ((1, 0), (8, 0), (1, 1), (8, 2)):  # replays after capture read the new inputs
+        feeds = make_feeds(specs, batch, seed=seed)
+        expected = plain.infer(feeds)[0]
+        assert np.abs(expected).max() > 0
+        np.testing.assert_allclose(graph.infer(feeds)[0], expected, rtol=1e-5, atol=1e-5)

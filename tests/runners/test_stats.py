@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from portable.runners.stats import LatencyStats, percentile
-from portable.runners.timing import HostTimer, TimingConfig, measure
+from portable.runners.timing import HostTimer, TimingConfig
 
 TEN = [float(v) for v in range(1, 11)]  # 1..10
 
@@ -68,20 +68,6 @@ class FakeTimer:
     def time(self, step: object, calls: int = 1) -> float:
         self.calls += calls
         return (self.seconds + self.calls * 1e-6) * calls
-
-
-def test_measure_warms_up_then_times_at_least_the_count() -> None:
-    timer = FakeTimer(0.01)
-    samples = measure(lambda: None, timer, TimingConfig(warmup_seconds=0, warmup_iterations=3, min_iterations=5,
-                                                        min_seconds=0))
-    assert len(samples) == 5 and timer.calls == 8
-    assert samples[0] == pytest.approx(0.01 + 4e-6)  # warm-up samples are dropped
-
-
-def test_measure_respects_the_iteration_cap() -> None:
-    timer = FakeTimer(0.0)
-    samples = measure(lambda: None, timer, TimingConfig(0, 0, 2, 3600.0, max_iterations=7))
-    assert len(samples) == 7
 
 
 def test_timing_config_validates() -> None:
