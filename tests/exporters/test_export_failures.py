@@ -99,3 +99,14 @@ def test_model_frame_is_the_innermost_line_of_model_code_not_torch(tmp_path):
     assert "attn_implementation='eager'" in attention_hint(Model(), frame)
     Config._attn_implementation = "eager"  # already eager: the remedy does not apply
     assert attention_hint(Model(), frame) is None
+
+
+def test_precheck_runs_torch_onnx_too_and_finds_the_decomposition_failure():
+    spec = f"{DECOMPOSE}:build_sdpa"
+    result = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert finding["rule"] == "PORT104" and finding["location"]["source"]["line"] == 29
+    assert "attn_implementation='eager'" in finding["hint"]
+    skipped = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--no-translate"])
+    assert skipped.exit_code == 0, skipped.output  # torch.export alone traces it
