@@ -29,8 +29,8 @@ _SECTIONS = (re.compile(r"The following call raised this error:\n(.*?)(?:\n\n|\Z
              re.compile(r"Original traceback:\n(.*?)(?:\nUse tlparse|\n\n|\Z)", re.S))
 # torch, the ONNX toolchain and portable itself are machinery, not the model; so are the standard
 # library and generated code (torch.fx's ``<eval_with_key>.5``).
-_MACHINERY = re.compile(r"(/torch/|/torchgen/|/onnxscript/|/onnx_ir/|/onnx/|/functorch/|^<|/lib/python3\.\d+/[^/]+\.py$"
-                        r"|/lib/python3\.\d+/(?!site-packages|dist-packages)[^/]+/)")
+_MACHINERY = re.compile(r"((site|dist)-packages/(torch|torchgen|functorch|onnxscript|onnx_ir|onnx)/|^<"
+                        r"|/lib/python3\.\d+/[^/]+\.py$|/lib/python3\.\d+/(?!site-packages|dist-packages)[^/]+/)")
 _ATTENTION = re.compile(r"attn|attention|sdpa", re.I)
 DATA_DEPENDENT_HINT = ("a portable graph has static shapes: if this is post-processing (NMS, score thresholds, box "
                        "filtering), export the network without it (e.g. a detector's backbone and heads) and run it "

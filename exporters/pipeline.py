@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
-from portable.exporters.capture import failure_findings
-from portable.exporters.failures import debug_text
+from portable.exporters.capture import CaptureFailed
 from portable.exporters.fingerprint import fingerprint
 from portable.exporters.job import ExportFailed, ExportJob, ExportResult, capture_or_fail, specialized_inputs
 from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
 from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
+from portable.exporters.translate import translate_program
 from portable.exporters.verify import Parity, verify_parity
 from portable.exporters.writer import check_size, check_target, write_atomic, write_json
 from portable.report import ValidationReport
@@ -25,7 +21,7 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
-__all__ = ["output_names", "run", "translate"]
+__all__ = ["run", "translate"]
 
 
 def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
@@ -61,58 +57,13 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
 
 
 def translate(program: Any, job: ExportJob) -> ir.Model:
-    """torch's ONNX translation at the policy's opset, inline weights, no optimization (ours follows).
-
-    A failure here (decomposition, an op torch cannot translate) is the model's: bare
-    ``torch.onnx.export`` fails the same way. It becomes a finding at the model's line
-    (:class:`ExportFailed`, exit 1); what torch printed is kept for ``--debug``.
-    """
-    import torch
-
-    printed = io.StringIO()
+    """torch's ONNX translation at the policy's opset (:func:`translate_program`); a failure is the
+    model's finding (:class:`ExportFailed`, exit 1), with what torch printed kept for ``--debug``."""
     try:
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            onnx_program = torch.onnx.export(program, job.args, dynamo=True, opset_version=job.policy.opset,
-                                             external_data=False, optimize=False, verbose=False,
-                                             input_names=list(job.names) if job.names else None,
-                                             output_names=output_names(program))
-    except Exception as exc:  # noqa: BLE001 - every torch.onnx failure is reported as a finding
-        findings = failure_findings(exc, job.module, job.args, job.root, job.names, "torch.onnx", printed.getvalue())
-        raise ExportFailed(findings[0].message, ValidationReport(str(job.path), job.policy, tuple(findings)),
-                           detail=debug_text(exc, printed.getvalue())) from None
-    if onnx_program is None:  # only without a program (never here): torch.onnx's Optional return
-        raise InternalError("torch.onnx.export returned no program", path=str(job.path))
-    return onnx_program.model
-
-
-def output_names(program: Any) -> list[str] | None:
-    """Graph outputs named after the keys of a dict (or transformers ``ModelOutput``) result, joined by
-    ``_`` along nested keys (``logits``, ``last_hidden_state``, ``boxes_0``); None (torch's names) for a
-    tensor or a plain tuple, or when the keys do not map one to one onto the outputs."""
-    spec = getattr(getattr(program, "call_spec", None), "out_spec", None)
-    if spec is None:
-        return None
-    paths = list(_leaf_paths(spec, ()))
-    if len(paths) != len(program.graph_signature.user_outputs) or not any(keyed for _, keyed in paths):
-        return None
-    names = [re.sub(r"\W", "_", "_".join(path)) or "output" for path, _ in paths]
-    return names if len(set(names)) == len(names) else None
-
-
-def _leaf_paths(spec: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], bool]]:
-    """(key path, whether a mapping key is on it) of every leaf of a pytree ``TreeSpec``."""
-    children = list(spec.children_specs)
-    if not children:
-        if spec.num_leaves == 1:
-            yield path, False
-        return
-    context = spec.context
-    keyed = isinstance(context, (list, tuple)) and len(context) == len(children) and all(
-        isinstance(k, str) for k in context)
-    keys = [str(k) for k in context] if keyed else [str(i) for i in range(len(children))]
-    for key, child in zip(keys, children):
-        for sub, deeper in _leaf_paths(child, (*path, key)):
-            yield sub, keyed or deeper
+        return translate_program(program, job.module, job.args, job.root, job.policy.opset, job.names)
+    except CaptureFailed as exc:
+        raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings),
+                           detail=exc.detail) from None
 
 
 def _serialize(model: ir.Model, job: ExportJob) -> tuple[onnx.ModelProto, str]:

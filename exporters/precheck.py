@@ -1,7 +1,9 @@
 """``portable precheck``: the model's Python constructs that will not export portably.
 
 * PORT101 data-dependent branch, PORT103 specialized batch, PORT104 other torch.export
-  failure: from ``torch.export`` itself (the same capture ``portable export`` starts with).
+  failure: from ``torch.export`` itself (the same capture ``portable export`` starts with);
+  PORT104 also when torch.onnx cannot decompose or translate the captured program (the
+  translation ``portable export`` runs next; ``translate=False`` skips it).
 * PORT105 ``torch.cond``/``while_loop`` (they become ``If``/``Loop``), PORT106 ops whose
   output size depends on values (``nonzero``): read from the captured program.
 * PORT102 graph breaks: from ``torch._dynamo.explain``, with dynamo's reason.
@@ -20,7 +22,8 @@ from portable.exporters.job import eval_mode
 from portable.exporters.provenance import relative_file, user_frame
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.rules import precheck_finding
-from portable.findings import Finding, SourceLocation
+from portable.exporters.translate import translate_program
+from portable.findings import Finding, Severity, SourceLocation
 from portable.policy import Policy
 from portable.report import ValidationReport
 
@@ -31,21 +34,28 @@ _CONTROL_FLOW = ("cond", "while_loop", "map_impl", "scan")
 
 def precheck(module: Any, example_inputs: Any, batch: str | int = "dynamic", *, root: str | Path | None = None,
              names: Sequence[str] | None = None, policy: Policy | None = None, graph_breaks: bool = True,
-             path: str = "<module>") -> ValidationReport:
+             path: str = "<module>", translate: bool = True) -> ValidationReport:
     """Findings about ``module``'s Python code, as a report the formatters render."""
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     base = Path(root or Path.cwd()).resolve()
+    opset = (policy or Policy()).opset if translate else None
     with eval_mode(module), quiet_torch():
-        findings = _capture_findings(module, args, batch, base, names)
+        findings = _capture_findings(module, args, batch, base, names, opset)
         if graph_breaks:
             findings += _new_breaks(findings, graph_break_findings(module, args, base))
     return ValidationReport(path, policy or Policy(), tuple(findings), model={"checked": "python"})
 
 
 def _capture_findings(module: Any, args: tuple[Any, ...], batch: str | int, base: Path,
-                      names: Sequence[str] | None) -> list[Finding]:
+                      names: Sequence[str] | None, opset: int | None) -> list[Finding]:
+    """torch.export's findings; then, when it captured a program without errors and ``opset`` is
+    given, torch.onnx's (a decomposition that fails, as transformers' sdpa attention can)."""
     try:
-        return list(program_findings(capture(module, args, batch, base, names).program, base))
+        program = capture(module, args, batch, base, names).program
+        findings = list(program_findings(program, base))
+        if opset is not None and not any(f.severity is Severity.ERROR for f in findings):
+            translate_program(program, module, args, base, opset, names)
+        return findings
     except CaptureFailed as exc:
         return list(exc.findings)
 

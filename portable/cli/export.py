@@ -82,10 +82,13 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
 @click.option("--weights", type=click.Path(dir_okay=False), default=None, help="State dict: .safetensors or .pt.")
 @click.option("--graph-breaks/--no-graph-breaks", default=True, show_default=True,
               help="Also run torch._dynamo.explain for graph breaks (PORT102).")
+@click.option("--translate/--no-translate", default=True, show_default=True,
+              help="Also run torch.onnx's decomposition and translation of the captured program (PORT104).")
 @format_option
 @config_options
-def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None, graph_breaks: bool, fmt: str,
-             config: str | None, select: tuple[str, ...], ignore: tuple[str, ...], strict: bool) -> None:
+def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None, graph_breaks: bool,
+             translate: bool, fmt: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
+             strict: bool) -> None:
     """Find data-dependent control flow and graph breaks in SPEC's Python code, before export."""
     from portable.exporters.inputs import parse_batch
     from portable.exporters.precheck import precheck as run_precheck
@@ -94,6 +97,6 @@ def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None
     policy = policy_from_options(config, select, ignore, strict)
     module, args, names, root = load_for_export(spec, inputs, weights)
     report = run_precheck(module, args, parse_batch(batch), root=root, names=names, policy=policy,
-                          graph_breaks=graph_breaks, path=spec)
+                          graph_breaks=graph_breaks, path=spec, translate=translate)
     click.echo(_render(report, fmt))
     raise click.exceptions.Exit(int(report.exit_code))

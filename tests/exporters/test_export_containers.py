@@ -48,7 +48,7 @@ class _Out(torch.nn.Module):
 
 
 def test_output_names_follow_dict_keys_and_leave_tensors_and_tuples_alone():
-    from portable.exporters.pipeline import output_names
+    from portable.exporters.translate import output_names
 
     def names(kind: str):
         return output_names(torch.export.export(_Out(kind), (torch.randn(2, 4),), strict=False))

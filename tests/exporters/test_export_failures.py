@@ -70,3 +70,43 @@ def test_precheck_reports_the_data_dependent_size_as_an_error_not_a_branch():
     findings = _findings(result.stdout)
     assert [(f["rule"], f["severity"]) for f in findings] == [("PORT106", "error")]
     assert findings[0]["location"]["source"]["line"] == 22
+
+
+def test_model_frame_is_the_innermost_line_of_model_code_not_torch(tmp_path):
+    import torch
+
+    from portable.exporters.failures import attention_hint, model_frame
+
+    site = str(Path(torch.__file__).resolve().parents[1])  # this interpreter's site-packages
+    text = ("Cannot view a tensor\n\nWhile executing %view_4\nOriginal traceback:\n"
+            f'File "{site}/transformers/models/t5/modeling_t5.py", line 396, in forward\n'
+            "    attention_output, position_bias, attn_weights = self.SelfAttention(\n"
+            f'  File "{site}/transformers/models/t5/modeling_t5.py", line 368, in forward\n'
+            "    attn_output = attn_output.reshape(*input_shape, -1).contiguous()\n"
+            f'  File "{site}/torch/nn/modules/module.py", line 1779, in _call_impl\n'
+            "    return forward_call(*args, **kwargs)\n"
+            "Use tlparse to see full graph.")
+    frame = model_frame(ValueError(text), tmp_path)
+    assert frame is not None and frame.source.line == 368
+    assert frame.source.file == "site-packages/transformers/models/t5/modeling_t5.py"
+
+    class Config:
+        _attn_implementation = "sdpa"
+
+    class Model:
+        config = Config()
+
+    assert "attn_implementation='eager'" in attention_hint(Model(), frame)
+    Config._attn_implementation = "eager"  # already eager: the remedy does not apply
+    assert attention_hint(Model(), frame) is None
+
+
+def test_precheck_runs_torch_onnx_too_and_finds_the_decomposition_failure():
+    spec = f"{DECOMPOSE}:build_sdpa"
+    result = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert finding["rule"] == "PORT104" and finding["location"]["source"]["line"] == 29
+    assert "attn_implementation='eager'" in finding["hint"]
+    skipped = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--no-translate"])
+    assert skipped.exit_code == 0, skipped.output  # torch.export alone traces it
