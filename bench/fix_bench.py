@@ -255,6 +255,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "by_source": _by_source(rows),
         "goal": f">= {GOAL:.0%} of fixable models pass after fix with the proof holding",
         "met": share >= GOAL and not faults,
+        "met_where_the_proof_can_run": bool(runnable) and len(fixed) / len(runnable) >= GOAL and not faults,
     }
 
 
