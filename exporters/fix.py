@@ -262,9 +262,22 @@ def describe(plan: _Plan, before: ir.Model, after: ir.Model, reports: list[Remed
         "internalize": f"{external_bytes(before):,} bytes read into the model",
         "dims": ", ".join(f"{k}={v}" for k, v in plan.dims.items()),
         "batch": _batch_detail(before, plan),
+        "static-shapes": _outputs_detail(before, after),
     }
     return [replace(r, detail=r.detail or (details.get(r.name, "") if r.status == "applied" else ""))
             for r in reports]
+
+
+def _outputs_detail(before: ir.Model, after: ir.Model) -> str:
+    """Graph outputs whose shape the run wrote anew (dims that inference had lost, say)."""
+    shapes = {v.name: v.shape for v in before.graph.outputs}
+    changed = [f"output '{v.name}' {_dims(shapes[v.name])} -> {_dims(v.shape)}" for v in after.graph.outputs
+               if v.name in shapes and _dims(shapes[v.name]) != _dims(v.shape)]
+    return ", ".join(changed)
+
+
+def _dims(shape: ir.Shape | None) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]" if shape is not None else "unknown"
 
 
 def _batch_detail(model: ir.Model, plan: _Plan) -> str:

@@ -80,6 +80,12 @@ def test_opset_conversion_reports_versions_and_proof_is_nontrivial(tmp_path):
     assert outputs[0]["cosine"] == pytest.approx(1.0) and outputs[0]["max_abs"] == 0.0
 
 
+def test_lost_dims_are_written_and_reported(tmp_path):
+    result = fix(models.write("lost_dims", tmp_path), tmp_path / "out.onnx")
+    static = next(r for r in result.remedies if r.name == "static-shapes")
+    assert static.detail == "output 'y' [unk__0, unk__1] -> [batch, 4]"
+
+
 def test_batch_fixed_to_an_integer(tmp_path):
     result = fix(models.write("opset13", tmp_path), tmp_path / "out.onnx", batch=4)
     assert result.ok and result.proof.batches == (4,) and result.dims_fixed == {"N": 4}
