@@ -162,8 +162,9 @@ def proof_batches(plan: _Plan, original: ir.Model) -> tuple[int, ...]:
 
 def _proof_message(proof: Proof) -> str:
     if proof.unavailable:
-        return (f"the proof cannot run: {proof.unavailable}; nothing written "
-                "(--no-verify writes without the proof; --dim NAME=SIZE sizes symbolic dims)")
+        return (f"the proof cannot run: {proof.unavailable}; nothing written (--inputs FILE.npz proves on your "
+                "inputs, --batch N at that batch only, --dim NAME=SIZE sizes symbolic dims; --no-verify writes "
+                "without the proof)")
     return f"the proof failed: {proof.message}; nothing written"
 
 

@@ -89,7 +89,8 @@ def render_text(result: Any) -> str:
     quiet = [r.name for r in result.remedies if r.status == "unchanged"]
     if quiet:
         lines.append(f"  unchanged: {', '.join(quiet)}")
-    lines += ["", _proof_line(result.proof)]
+    lines += ["", _proof_line(result.proof) if result.proof is not None or result.report is None
+              else "proof: not run (--no-verify)"]
     lines += _remaining(result)
     lines.append(_written(result))
     return "\n".join(lines)
@@ -103,7 +104,7 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> str:
 
 def _proof_line(proof: Any) -> str:
     if proof is None:
-        return "proof: not run (--no-verify)"
+        return "proof: not run"
     batches = ", ".join(str(b) for b in proof.batches)
     if proof.ok and proof.original_runtime != "onnxruntime":
         fixed = "ONNX Runtime" if proof.fixed_runtime == "onnxruntime" else "onnx.reference too"

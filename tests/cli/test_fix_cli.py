@@ -137,3 +137,25 @@ def test_fix_is_listed_and_its_help_names_the_exit_codes():
 def test_unreadable_and_listed_paths_are_named(tmp_path):
     result = run(str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "out.onnx"))
     assert result.exit_code == 3 and "missing.onnx: no such file" in result.stderr
+
+
+def test_inputs_npz_proves_what_random_inputs_cannot(tmp_path):
+    import numpy as np
+
+    source = tmp_path / "gather.onnx"
+    source.write_bytes(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 18]>
+g (int64[N, 2] idx) => (float[N, 2, 2] y) <float[4, 2] table = {1, 2, 3, 4, 5, 6, 7, 8}> {
+    y = Gather<axis = 0>(table, idx)
+}""").SerializeToString())
+    out = tmp_path / "out.onnx"
+    result = run(str(source), "-o", str(out), "--format", "json")
+    assert result.exit_code == 3 and not out.exists()
+    data = json.loads(result.stdout)
+    _check_schema(data)
+    assert data["proof"]["unavailable"].startswith("ONNX Runtime cannot run the original at batch 1")
+    np.savez(tmp_path / "in.npz", np.array([[0, 3]], dtype=np.int64))
+    result = run(str(source), "-o", str(out), "--inputs", str(tmp_path / "in.npz"))
+    assert result.exit_code == 0 and "proof: holds at batch 1" in result.stdout and out.exists()
+    bad = run(str(source), "-o", str(out), "--force", "--inputs", str(tmp_path / "missing.npz"))
+    assert bad.exit_code == 3 and "cannot read inputs" in bad.stderr

@@ -58,6 +58,7 @@ def test_each_remedy_converts_and_proves(name, tmp_path):
     result = fix(source, out, **kwargs)
     statuses = {r.name: r.status for r in result.remedies}
     assert statuses[remedy] == "applied", result.remedies
+    assert "failed" not in statuses.values(), result.remedies  # a library pass that crashed is skipped
     assert result.ok and result.exit_code == ExitCode.OK and result.written
     assert result.proof is not None and result.proof.ok
     assert result.proof.batches == ((1,) if name == "batch_shapes" else (1, 3))  # that one is static
@@ -78,6 +79,12 @@ def test_opset_conversion_reports_versions_and_proof_is_nontrivial(tmp_path):
     assert fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     outputs = result.proof.comparisons[0]["outputs"]
     assert outputs[0]["cosine"] == pytest.approx(1.0) and outputs[0]["max_abs"] == 0.0
+
+
+def test_lost_dims_are_written_and_reported(tmp_path):
+    result = fix(models.write("lost_dims", tmp_path), tmp_path / "out.onnx")
+    static = next(r for r in result.remedies if r.name == "static-shapes")
+    assert static.detail == "output 'y' [unk__0, unk__1] -> [batch, 4]"
 
 
 def test_batch_fixed_to_an_integer(tmp_path):
