@@ -269,6 +269,10 @@ def _resolve(model: onnx.ModelProto) -> tuple[ir.Model, dict[str, Dims], int]:
 
 
 def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[str, int], np.ndarray]]:
+    """Which node inputs are constant, and the values of the small ones. An external tensor (a
+    ``Constant`` naming an external file) is never read: validation opens no path a model names."""
+    import onnx_ir as ir
+
     constant: set[tuple[str, int]] = set()
     values: dict[tuple[str, int], np.ndarray] = {}
     for node in model.graph:
@@ -278,7 +282,7 @@ def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[
             tensor = value.const_value if value is not None else None
             if value is None or tensor is not None:
                 constant.add((node.name, i))
-            if tensor is not None and tensor.size <= SMALL_VALUE:
+            if tensor is not None and tensor.size <= SMALL_VALUE and not isinstance(tensor, ir.ExternalTensor):
                 values[(node.name, i)] = tensor.numpy()
     return frozenset(constant), values
 
