@@ -229,7 +229,7 @@ def _scan_tensor(buf: mmap.mmap, start: int, end: int) -> tuple[list[Piece], Pay
     if not raw or elements <= LEAN_MIN_ELEMENTS:
         return None
     last = raw[-1]  # protobuf keeps the last occurrence of a singular field
-    kept = [(f.start, f.end) for f in fields if not (f.number == _TENSOR_RAW_DATA and f.wire == _LEN)]
+    kept: list[Piece] = [(f.start, f.end) for f in fields if not (f.number == _TENSOR_RAW_DATA and f.wire == _LEN)]
     return kept, PayloadRef(offset=last.value, length=last.end - last.value, message=(start, end))
 
 

@@ -58,7 +58,7 @@ class OnnxChecker(Rule):
 # Bytes per element of the byte-aligned types (checker.cc's check_tensor table). Sub-byte
 # and FLOAT6 types (padding rules), STRING and unknown types are never moved.
 _T = onnx.TensorProto
-_BYTES_PER_ELEMENT = {
+_BYTES_PER_ELEMENT: dict[int, int] = {
     **dict.fromkeys((_T.UINT8, _T.INT8, _T.BOOL, _T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2,
                      _T.FLOAT8E5M2FNUZ, _T.FLOAT8E8M0), 1),
     **dict.fromkeys((_T.UINT16, _T.INT16, _T.FLOAT16, _T.BFLOAT16), 2),
@@ -93,7 +93,7 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     graph = copy.graph
     movable = _movable(ctx, external)
     for index in sorted(set(stripped) - movable):
-        graph.initializer[index].CopyFrom(ctx.lean.tensor(stripped[index]))  # type: ignore[union-attr]
+        graph.initializer[index].CopyFrom(ctx.lean.tensor(stripped[index]))
     tensors = list(graph.initializer)
     gone = [i in movable or t.name in external for i, t in enumerate(tensors)]
     del graph.initializer[:]

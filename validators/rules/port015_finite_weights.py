@@ -19,7 +19,7 @@ from portable.validators.rules.base import Rule
 
 __all__ = ["FiniteWeights"]
 
-_FLOATS = {
+_FLOATS: dict[int, type] = {
     onnx.TensorProto.FLOAT: np.float32,
     onnx.TensorProto.FLOAT16: np.float16,
     onnx.TensorProto.DOUBLE: np.float64,
