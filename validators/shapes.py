@@ -287,10 +287,33 @@ def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[
     return frozenset(constant), values
 
 
+def _static_by_inference(model: onnx.ModelProto, batch: int | None) -> FixedBatch | None:
+    """The analysis without folding, when ONNX inference alone leaves nothing to resolve: every
+    node output has static dims and every shape input is an initializer or a ``Constant``'s
+    output. Most CNN files are such; they then never load onnx-ir and onnxscript (start-up)."""
+    graph = model.graph
+    given = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    for node in graph.node:
+        shape_inputs = SHAPE_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
+        if any(i < len(node.input) and node.input[i] and node.input[i] not in given for i in shape_inputs):
+            return None
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    dims: dict[str, Dims] = {**_inferred_dims(inferred), **{t.name: tuple(t.dims) for t in graph.initializer}}
+    outputs = [o for n in graph.node for o in n.output if o]
+    if not all(dims.get(o) is not None and all(isinstance(d, int) for d in dims[o] or ()) for o in outputs):
+        return None
+    constant = frozenset((n.name, i) for n in graph.node for i, name in enumerate(n.input) if not name or name in given)
+    return FixedBatch(batch, dims, frozenset(n.name for n in graph.node), constant, {}, 1)
+
+
 def fix_batch(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None) -> FixedBatch:
     """The analysis at one batch value; a model ONNX cannot infer gives ``error``, not an exception."""
     try:
-        folded, dims, rounds = _resolve(skeleton(proto, symbols, batch))
+        copy = skeleton(proto, symbols, batch)
+        quick = _static_by_inference(copy, batch)
+        if quick is not None:
+            return quick
+        folded, dims, rounds = _resolve(copy)
     except Exception as exc:  # noqa: BLE001 - a model ONNX cannot infer is a finding, not a crash
         return FixedBatch(batch=batch, error=one_line(exc, typed=False, limit=300))
     constant, values = _constants(folded)

@@ -109,7 +109,9 @@ def test_folder_warnings_go_to_debug_not_stderr(capfd, caplog):
     model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
     g (float[batch, 64] x) => (float[batch, 64] y) {
       c = Constant <value = float[1] {1}> ()
-      s = Constant <value = int64[2] {1, 64}> ()
+      s1 = Constant <value = int64[1] {1}> ()
+      s2 = Constant <value = int64[1] {64}> ()
+      s = Concat <axis = 0> (s1, s2)
       r = Reshape(c, s)
       y = Add(x, r)
     }""")
@@ -136,3 +138,29 @@ def test_error_says_at_which_batch_inference_failed():
     assert failed.error == "boom (batch fixed to 1)"
     assert not failed.runs[0].is_constant("Reshape_0", 1)
     assert shapes.ShapeAnalysis(runs=(shapes.FixedBatch(batch=None, error="boom"),), candidates=()).error == "boom"
+
+
+@pytest.mark.parametrize(("rule", "kind"), [("PORT009", "good"), ("PORT009", "squeeze_batch"), ("PORT008", "good")])
+def test_inference_alone_gives_what_folding_gives_when_nothing_is_left_to_fold(monkeypatch, rule, kind):
+    """Models whose shapes ONNX inference resolves alone skip the folder (start-up: no onnx-ir, no
+    onnxscript); the result must be the one the fold-to-a-fixed-point path gives."""
+    model = rule_fixtures.load(rule, kind)
+    quick = shapes.analyse(model, ("batch",))
+    monkeypatch.setattr(shapes, "_static_by_inference", lambda _model, _batch: None)
+    full = shapes.analyse(model, ("batch",))
+    outputs = [o for node in model.graph.node for o in node.output]
+    assert [[q.dims.get(o) for o in outputs] for q in quick] == [[f.dims.get(o) for o in outputs] for f in full]
+    assert [q.error for q in quick] == [f.error for f in full] == [None, None, None]
+
+
+def test_a_shape_input_left_to_compute_takes_the_folding_path():
+    """A Reshape whose target is computed (Concat of constants) is not resolved by inference alone."""
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 64] x) => (float[batch, 64] y) {
+      a = Constant <value = int64[1] {-1}> ()
+      b = Constant <value = int64[1] {64}> ()
+      s = Concat <axis = 0> (a, b)
+      y = Reshape(x, s)
+    }""")
+    assert shapes._static_by_inference(shapes.skeleton(model, ("batch",), 2), 2) is None
+    assert all(run.rounds >= 1 and run.is_constant("Reshape_3", 1) for run in shapes.analyse(model, ("batch",)))
