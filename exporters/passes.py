@@ -37,15 +37,40 @@ BATCH = "batch"
 TRACE_KEY = "pkg.torch.onnx.stack_trace"
 
 
+# Ops onnxscript's folder keeps on purpose (quantization info); ConstantOfShape is folded
+# only into consumers that fold with it (a mask built by ScatterND on zeros), see _fold_whole.
+_KEEP = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+
+
 class OptimizePass(ir.passes.InPlacePass):
-    """onnxscript's optimizer: constant folding, dead-code removal, simple rewrites."""
+    """onnxscript's optimizer: constant folding, dead-code removal, simple rewrites.
+
+    A node whose inputs are all constants is folded whatever the size of those inputs
+    (a gathered embedding row, a mask built from constants: they are weights then);
+    the folder's own output-size limit still keeps a fold from growing the file.
+    """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from onnxscript.optimizer import optimize_ir
 
         with library_logs_as_debug():  # the folder's "Evaluation failed" warnings are not the user's
-            optimize_ir(model)
+            optimize_ir(model, should_fold=_fold_whole)
         return ir.passes.PassResult(model, modified=True)
+
+
+def _fold_whole(node: ir.Node) -> bool | None:
+    """The folder asks this only of nodes whose inputs are all constants: True folds it past
+    the input-size limit, None leaves the folder's default rules."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _KEEP:
+        return None
+    if node.op_type == "ConstantOfShape":
+        uses = node.outputs[0].uses()
+        return True if uses and all(_other_inputs_constant(u.node, node.outputs[0]) for u in uses) else None
+    return True
+
+
+def _other_inputs_constant(node: ir.Node, value: ir.Value) -> bool:
+    return all(v is None or v is value or ir.convenience.get_const_tensor(v) is not None for v in node.inputs)
 
 
 class RenameSymbolPass(ir.passes.InPlacePass):

@@ -77,3 +77,47 @@ def test_passes_write_batch_expressions_and_leave_batch_only_work(rule, kind, tm
     shapes = {str(d) for n in model.graph for v in n.outputs if v.shape for d in v.shape}
     assert "batch" in shapes and not any(s.startswith("unk") for s in shapes)
     assert all(v.shape is not None for n in model.graph for v in n.outputs)
+
+
+def _optimized(text: str, **weights) -> list[str]:
+    import numpy as np
+
+    from portable.exporters.passes import OptimizePass
+
+    proto = onnx.parser.parse_model(text)
+    for name, array in weights.items():
+        proto.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(array), name))
+    model = ir.from_proto(proto)
+    OptimizePass()(model)
+    return [n.op_type for n in model.graph]
+
+
+def test_constant_only_nodes_fold_whatever_their_input_size():
+    """An embedding row gathered with constant positions is a weight; the folder's default skips inputs > 8192."""
+    import numpy as np
+
+    ops = _optimized("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4, 40] x) => (float[batch, 4, 40] y) {
+      pos = Constant <value = int64[4] {0, 1, 2, 3}> ()
+      rows = Gather <axis = 0> (table, pos)
+      y = Add(x, rows)
+    }""", table=np.arange(300 * 40, dtype=np.float32).reshape(300, 40))
+    assert ops == ["Add"]
+
+
+def test_mask_built_on_constant_of_shape_folds_but_quantized_weights_stay():
+    import numpy as np
+
+    ops = _optimized("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4, 4] x, float[batch, 8] v) => (float[batch, 4, 4] y, float[batch, 8] z) {
+      size = Constant <value = int64[2] {4, 4}> ()
+      zeros = ConstantOfShape <value = float[1] {0}> (size)
+      where = Constant <value = int64[2, 2] {0, 1, 2, 3}> ()
+      ones = Constant <value = float[2] {1, 1}> ()
+      mask = ScatterND(zeros, where, ones)
+      y = Add(x, mask)
+      scale = Constant <value = float {0.5}> ()
+      w = DequantizeLinear(q, scale)
+      z = Add(v, w)
+    }""", q=np.ones(8, dtype=np.int8))
+    assert sorted(ops) == ["Add", "Add", "DequantizeLinear"]
