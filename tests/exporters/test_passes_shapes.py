@@ -121,3 +121,22 @@ def test_mask_built_on_constant_of_shape_folds_but_quantized_weights_stay():
       z = Add(v, w)
     }""", q=np.ones(8, dtype=np.int8))
     assert sorted(ops) == ["Add", "Add", "DequantizeLinear"]
+
+
+@pytest.mark.parametrize("seen,data,outs,want", [
+    # [batch, 32] from [batch, 4, 8]: the batch dim copies dim 0 (a literal 1 at batch 1 would not)
+    ([[1, 32], [2, 32], [3, 32]], [(1, 4, 8), (2, 4, 8), (3, 4, 8)], [(1, 32), (2, 32), (3, 32)], [0, 32]),
+    # [4*batch, 8]: grows with the batch but copies nothing
+    ([[4, 8], [8, 8], [12, 8]], [(1, 4, 8), (2, 4, 8), (3, 4, 8)], [(4, 8), (8, 8), (12, 8)], [-1, 8]),
+    # [1, batch*32]: the leading 1 is a literal at every batch
+    ([[1, 32], [1, 64], [1, 96]], [(1, 4, 8), (2, 4, 8), (3, 4, 8)], [(1, 32), (1, 64), (1, 96)], [1, -1]),
+    # two dims vary and neither copies: no single constant shape
+    ([[1, 32], [2, 64], [3, 96]], [(1, 32), (4, 32), (9, 32)], [(1, 32), (2, 64), (3, 96)], None),
+])
+def test_batch_reshape_at_three_batches(seen, data, outs, want):
+    import numpy as np
+
+    from portable.exporters.passes import _batch_reshape
+
+    got = _batch_reshape([np.array(s) for s in seen], data, outs, allowzero=False)
+    assert (None if got is None else got.tolist()) == want
