@@ -19,6 +19,7 @@ from onnx_ir.passes import common
 
 from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
+from portable.validators.context import RANDOM_OPS
 from portable.validators.shapes import SHAPE_INPUTS, library_logs_as_debug
 
 __all__ = [
@@ -37,8 +38,8 @@ BATCH = "batch"
 TRACE_KEY = "pkg.torch.onnx.stack_trace"
 
 
-# Ops onnxscript's folder keeps on purpose (quantization info); ConstantOfShape is folded
-# only into consumers that fold with it (a mask built by ScatterND on zeros), see _fold_whole.
+# Ops onnxscript's folder keeps on purpose (quantization info); ConstantOfShape is folded only
+# when every consumer computes from constants alone (a mask built by ScatterND on zeros).
 _KEEP = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 
 
@@ -65,12 +66,28 @@ def _fold_whole(node: ir.Node) -> bool | None:
         return None
     if node.op_type == "ConstantOfShape":
         uses = node.outputs[0].uses()
-        return True if uses and all(_other_inputs_constant(u.node, node.outputs[0]) for u in uses) else None
+        memo: dict[ir.Value, bool] = {}
+        return True if uses and all(_from_constants(u.node, memo) for u in uses) else None
     return True
 
 
-def _other_inputs_constant(node: ir.Node, value: ir.Value) -> bool:
-    return all(v is None or v is value or ir.convenience.get_const_tensor(v) is not None for v in node.inputs)
+def _from_constants(node: ir.Node, memo: dict[ir.Value, bool]) -> bool:
+    """Does ``node`` compute from constants only (through deterministic default-domain nodes)?"""
+    if node.domain not in ("", "ai.onnx") or node.op_type in RANDOM_OPS or node.op_type in _KEEP:
+        return False
+    return all(_value_from_constants(v, memo) for v in node.inputs)
+
+
+def _value_from_constants(value: ir.Value | None, memo: dict[ir.Value, bool]) -> bool:
+    if value is None or ir.convenience.get_const_tensor(value) is not None:
+        return True
+    producer = value.producer()
+    if producer is None:
+        return False
+    if value not in memo:
+        memo[value] = False  # guards against revisiting while deciding
+        memo[value] = _from_constants(producer, memo)
+    return memo[value]
 
 
 class RenameSymbolPass(ir.passes.InPlacePass):

@@ -106,6 +106,7 @@ def test_constant_only_nodes_fold_whatever_their_input_size():
 
 
 def test_mask_built_on_constant_of_shape_folds_but_quantized_weights_stay():
+    """Like Swin's shifted-window mask: ScatterND on zeros with updates computed from the same zeros."""
     import numpy as np
 
     ops = _optimized("""<ir_version: 8, opset_import: ["" : 18]>
@@ -113,7 +114,13 @@ def test_mask_built_on_constant_of_shape_folds_but_quantized_weights_stay():
       size = Constant <value = int64[2] {4, 4}> ()
       zeros = ConstantOfShape <value = float[1] {0}> (size)
       where = Constant <value = int64[2, 2] {0, 1, 2, 3}> ()
-      ones = Constant <value = float[2] {1, 1}> ()
+      flat = Constant <value = int64[1] {16}> ()
+      line = Reshape(zeros, flat)
+      first = Constant <value = int64[1] {0}> ()
+      two = Constant <value = int64[1] {2}> ()
+      part = Slice(line, first, two)
+      one = Constant <value = float {1}> ()
+      ones = Add(part, one)
       mask = ScatterND(zeros, where, ones)
       y = Add(x, mask)
       scale = Constant <value = float {0.5}> ()
