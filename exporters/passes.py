@@ -26,6 +26,7 @@ __all__ = [
     "BATCH",
     "CanonicalNamesPass",
     "FoldBatchShapesPass",
+    "NoOpPadPass",
     "OptimizePass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
@@ -88,6 +89,29 @@ def _value_from_constants(value: ir.Value | None, memo: dict[ir.Value, bool]) ->
         memo[value] = False  # guards against revisiting while deciding
         memo[value] = _from_constants(producer, memo)
     return memo[value]
+
+
+class NoOpPadPass(ir.passes.InPlacePass):
+    """Remove ``Pad`` nodes whose pads are all zero (Swin pads its windows by 0 when the image
+    divides evenly). onnxscript's no-op rewrite rules (``Add`` 0, ``Mul`` 1, ...) have no ``Pad``."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        modified = False
+        for node in list(graph):
+            source = node.inputs[0] if node.inputs else None
+            if source is not None and _zero_pad(node) and not node.outputs[0].is_graph_output():
+                ir.convenience.replace_all_uses_with(node.outputs[0], source)
+                graph.remove(node, safe=True)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def _zero_pad(node: ir.Node) -> bool:
+    if node.op_type != "Pad" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+        return False
+    pads = ir.convenience.get_const_tensor(node.inputs[1]) if node.inputs[1] is not None else None
+    return pads is not None and not pads.numpy().any()
 
 
 class RenameSymbolPass(ir.passes.InPlacePass):
@@ -294,6 +318,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         RenameSymbolPass(symbol),
         common.NameFixPass(),
         OptimizePass(),
+        NoOpPadPass(),
         FoldBatchShapesPass(probe),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedFunctionsPass(),

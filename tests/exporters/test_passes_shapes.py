@@ -147,3 +147,19 @@ def test_batch_reshape_at_three_batches(seen, data, outs, want):
 
     got = _batch_reshape([np.array(s) for s in seen], data, outs, allowzero=False)
     assert (None if got is None else got.tolist()) == want
+
+
+def test_zero_pads_are_removed_and_real_ones_kept():
+    from portable.exporters.passes import NoOpPadPass
+
+    model = ir.from_proto(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4, 4] x) => (float[batch, 4, 6] y) {
+      none = Constant <value = int64[6] {0, 0, 0, 0, 0, 0}> ()
+      same = Pad(x, none)
+      act = Relu(same)
+      some = Constant <value = int64[6] {0, 0, 1, 0, 0, 1}> ()
+      y = Pad(act, some)
+    }"""))
+    NoOpPadPass()(model)
+    assert [n.op_type for n in model.graph] == ["Constant", "Relu", "Constant", "Pad"]
+    assert next(n for n in model.graph if n.op_type == "Relu").inputs[0].name == "x"
