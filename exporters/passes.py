@@ -19,12 +19,14 @@ from onnx_ir.passes import common
 
 from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
+from portable.validators.context import RANDOM_OPS
 from portable.validators.shapes import SHAPE_INPUTS, library_logs_as_debug
 
 __all__ = [
     "BATCH",
     "CanonicalNamesPass",
     "FoldBatchShapesPass",
+    "NoOpPadPass",
     "OptimizePass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
@@ -37,15 +39,79 @@ BATCH = "batch"
 TRACE_KEY = "pkg.torch.onnx.stack_trace"
 
 
+# Ops onnxscript's folder keeps on purpose (quantization info); ConstantOfShape is folded only
+# when every consumer computes from constants alone (a mask built by ScatterND on zeros).
+_KEEP = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+
+
 class OptimizePass(ir.passes.InPlacePass):
-    """onnxscript's optimizer: constant folding, dead-code removal, simple rewrites."""
+    """onnxscript's optimizer: constant folding, dead-code removal, simple rewrites.
+
+    A node whose inputs are all constants is folded whatever the size of those inputs
+    (a gathered embedding row, a mask built from constants: they are weights then);
+    the folder's own output-size limit still keeps a fold from growing the file.
+    """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from onnxscript.optimizer import optimize_ir
 
         with library_logs_as_debug():  # the folder's "Evaluation failed" warnings are not the user's
-            optimize_ir(model)
+            optimize_ir(model, should_fold=_fold_whole)
         return ir.passes.PassResult(model, modified=True)
+
+
+def _fold_whole(node: ir.Node) -> bool | None:
+    """The folder asks this only of nodes whose inputs are all constants: True folds it past
+    the input-size limit, None leaves the folder's default rules."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _KEEP:
+        return None
+    if node.op_type == "ConstantOfShape":
+        uses = node.outputs[0].uses()
+        memo: dict[ir.Value, bool] = {}
+        return True if uses and all(_from_constants(u.node, memo) for u in uses) else None
+    return True
+
+
+def _from_constants(node: ir.Node, memo: dict[ir.Value, bool]) -> bool:
+    """Does ``node`` compute from constants only (through deterministic default-domain nodes)?"""
+    if node.domain not in ("", "ai.onnx") or node.op_type in RANDOM_OPS or node.op_type in _KEEP:
+        return False
+    return all(_value_from_constants(v, memo) for v in node.inputs)
+
+
+def _value_from_constants(value: ir.Value | None, memo: dict[ir.Value, bool]) -> bool:
+    if value is None or ir.convenience.get_const_tensor(value) is not None:
+        return True
+    producer = value.producer()
+    if producer is None:
+        return False
+    if value not in memo:
+        memo[value] = False  # guards against revisiting while deciding
+        memo[value] = _from_constants(producer, memo)
+    return memo[value]
+
+
+class NoOpPadPass(ir.passes.InPlacePass):
+    """Remove ``Pad`` nodes whose pads are all zero (Swin pads its windows by 0 when the image
+    divides evenly). onnxscript's no-op rewrite rules (``Add`` 0, ``Mul`` 1, ...) have no ``Pad``."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        modified = False
+        for node in list(graph):
+            source = node.inputs[0] if node.inputs else None
+            if source is not None and _zero_pad(node) and not node.outputs[0].is_graph_output():
+                ir.convenience.replace_all_uses_with(node.outputs[0], source)
+                graph.remove(node, safe=True)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def _zero_pad(node: ir.Node) -> bool:
+    if node.op_type != "Pad" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+        return False
+    pads = ir.convenience.get_const_tensor(node.inputs[1]) if node.inputs[1] is not None else None
+    return pads is not None and not pads.numpy().any()
 
 
 class RenameSymbolPass(ir.passes.InPlacePass):
@@ -252,6 +318,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         RenameSymbolPass(symbol),
         common.NameFixPass(),
         OptimizePass(),
+        NoOpPadPass(),
         FoldBatchShapesPass(probe),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedFunctionsPass(),
