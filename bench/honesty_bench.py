@@ -59,10 +59,13 @@ def _runners(module: Any, onnx: str | None, providers: list[str], device: str, t
 
 def _theirs(step: Any) -> float:
     """blocked_autorange's median per call; its clock synchronises CUDA (the whole device, so ONNX
-    Runtime's stream too) at each block's ends, as portable's back-to-back blocks do."""
+    Runtime's stream too) at each block's ends, as portable's back-to-back blocks do. Its thread
+    pool is the process's (Timer's default, 1 thread, would time another configuration)."""
+    import torch
     from torch.utils.benchmark import Timer
 
-    return float(Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=1.0).median)
+    timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    return float(timer.blocked_autorange(min_run_time=1.0).median)
 
 
 def _entries(runners: list[Any], feeds: dict[str, Any]) -> list[Any]:

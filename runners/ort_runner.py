@@ -219,6 +219,9 @@ class OnnxRuntimeRunner(Runner):
     def load(self) -> None:
         import onnxruntime as ort
 
+        # ORT's default logger too: without it, provider-library and cuDNN-frontend messages reach
+        # stderr (seen on the H200: "No registered plugin EP device found", cudnn_fe_call errors)
+        ort.set_default_logger_severity(3)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         if self._profile_dir:

@@ -6,6 +6,7 @@
 #   bash docs/gpu/run_ortgpu.sh B   # compares, most wanted first: strict fp32 (ResNet-50, BERT-base, ViT-B/16),
 #                                   # then TF32, then fp16; a step that would outrun the budget is skipped
 #   bash docs/gpu/run_ortgpu.sh C   # the compares B skipped (a compare whose JSON exists is not run again)
+#   bash docs/gpu/run_ortgpu.sh D   # a fresh machine: tests/runners, and the honesty bench again (HONESTY_TAG)
 # Needs onnxruntime-gpu installed in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh) on the same machine.
 # Runs from the working tree without installing (the shim of run_evidence.sh). Results: /tmp/ortgpu-res/ and
 # $OUT/ortgpu-STAGE.tar.gz (everything so far on this machine); exports stay in /tmp/ortgpu-models.
@@ -25,7 +26,9 @@ printf '#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, "/tmp/shim")\nfro
 chmod +x /tmp/shim/bin/portable
 # onnxruntime-gpu finds the machine's CUDA 13 / cuDNN libraries through preload_dlls() (its README); every Python
 # started here does it first, so that a command that creates a CUDA session before importing torch finds them too.
-printf 'try:\n    import onnxruntime\n    onnxruntime.preload_dlls()\nexcept Exception as exc:\n    print("preload_dlls:", exc)\n' \
+# (Not for the tests: PORTABLE_NO_PRELOAD=1, since one of them checks that `portable compare --help` imports no
+# onnxruntime; their CUDA sessions are created after torch is imported, which loads the libraries.)
+printf 'import os\nif not os.environ.get("PORTABLE_NO_PRELOAD"):\n    try:\n        import onnxruntime\n        onnxruntime.preload_dlls()\n    except Exception as exc:\n        print("preload_dlls:", exc)\n' \
   >/tmp/shim/sitecustomize.py
 export PATH=/tmp/shim/bin:$PATH PYTHONPATH=/tmp/ortsite:/tmp/shim PYTHONUNBUFFERED=1
 
@@ -70,11 +73,21 @@ all_compares() {
 
 tests() {  # tests/runners with the CUDA provider, once per machine
   grep -q passed "$RES/pytest.out" 2>/dev/null && return
-  step pytest 240 bash -c "cd /tmp/shim && python3 -m pytest '$ROOT/tests/runners' -q -p no:cacheprovider \
+  PORTABLE_NO_PRELOAD=1 step pytest 240 bash -c "cd /tmp/shim && python3 -m pytest '$ROOT/tests/runners' -q -p no:cacheprovider \
     --rootdir '$ROOT' -c '$ROOT/pyproject.toml' -rs"
 }
 
-if [ "$STAGE" = A ]; then
+honesty() {  # honesty TAG: bench/honesty_bench.py on ResNet-50, b1 and b32, strict fp32 and TF32
+  step "honesty$1" 300 bash -c "cd /tmp && python3 '$ROOT/bench/honesty_bench.py' --model resnet50 \
+    --onnx '$MODELS/resnet50.onnx' --providers cuda,cuda-graph --batch 1,32 --tf32 off,on --min-seconds 0.3 \
+    --jsonl '$RES/honesty$1-ortgpu.jsonl' > '$RES/honesty$1-ortgpu.json'"
+}
+
+if [ "$STAGE" = D ]; then
+  export_models resnet50
+  tests
+  honesty "${HONESTY_TAG:--2}"
+elif [ "$STAGE" = A ]; then
   step env 60 bash -c 'nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv; nproc; python3 -c "import sys, torch, onnxruntime, onnx, transformers, torchvision; print(sys.version); print(torch.__version__, torch.version.cuda, onnxruntime.__version__, onnxruntime.get_available_providers(), onnx.__version__, transformers.__version__, torchvision.__version__)"; python3 -c "import pynvml; print(\"pynvml\", pynvml.__file__)"'
   export_models resnet50 bert_base vit_b16 resnet50_fp16 bert_base_fp16 vit_b16_fp16
   step scale-resnet50 60 python3 docs/gpu/scale_weight.py "$MODELS/resnet50.onnx" "$MODELS/resnet50_x1.01.onnx" \

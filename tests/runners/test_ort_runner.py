@@ -62,7 +62,9 @@ def test_static_binding_refuses_an_output_shape_the_inputs_do_not_fix(tmp_path: 
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                               [helper.make_tensor_value_info("y", TensorProto.INT64, [2, "nonzero"])])
     path = tmp_path / "nonzero.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8  # what any onnxruntime reads, whatever onnx wrote by default
+    onnx.save(model, str(path))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with pytest.raises(RunnerFailed, match=r"output 'y' has shape \[2, 'nonzero'\]"):
         StaticBinding(session, {"x": np.ones((2, 3), np.float32)}, "cpu", graph_id=1)
