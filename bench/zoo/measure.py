@@ -9,9 +9,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEGENERATE_RMS", "bare_export", "count_ops", "feeds_like", "leaves", "parity", "simplified"]
+__all__ = ["DEGENERATE_RMS", "bare_export", "count_ops", "degenerate", "feeds_like", "leaves", "parity", "simplified"]
 
-DEGENERATE_RMS = 1e-10  # an output this small (random-init ViT head: 0, MobileNetV3: ~1e-16) proves nothing
+# An output whose RMS is below fp32's absolute tolerance (atol 1e-4, runners/tolerances.py) passes any parity
+# check whatever the runtime computes: random-init torchvision ViT's zero head (0), MobileNetV3 (~1e-10).
+DEGENERATE_RMS = 1e-4
+
+
+def degenerate(rms: float) -> bool:
+    return rms < DEGENERATE_RMS
 
 
 def leaves(value: Any) -> list[Any]:
@@ -108,7 +114,7 @@ def _output_row(batch: int, index: int, expected: np.ndarray, actual: np.ndarray
     same = e.shape == actual.shape
     diff = float(np.max(np.abs(e - actual))) if same and e.size else float("inf")
     return {"batch": batch, "output": index, "shape": list(actual.shape), "shape_ok": same, "max_abs": diff,
-            "rms": rms, "degenerate": rms < DEGENERATE_RMS}
+            "rms": rms, "degenerate": degenerate(rms)}
 
 
 def _line(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from bench.zoo.measure import DEGENERATE_RMS, degenerate
 from bench.zoo.registry import PORTABLE, TARGETS
 
 __all__ = ["outcome", "passes", "summary", "write"]
@@ -31,9 +32,14 @@ def outcome(rec: dict[str, Any], key: str = "dynamic") -> str:
         return "validate: findings"
     if "error" in file["parity"] or "error" in file["compare"]:
         return "parity could not run"
-    if file["parity"]["degenerate"]:
+    if _degenerate(file["parity"]):
         return "portable, degenerate output"
     return PORTABLE if file["compare"]["passed"] else "compare failed"
+
+
+def _degenerate(parity: dict[str, Any]) -> list[dict[str, Any]]:
+    """The outputs too small for the parity check to mean anything (recomputed: the cache keeps the RMS)."""
+    return [o for o in parity.get("outputs", []) if degenerate(o["rms"])]
 
 
 def passes(rec: dict[str, Any]) -> bool:
@@ -100,7 +106,7 @@ def _parity(rec: dict[str, Any]) -> str:
         return "–" if not file else file["parity"]["error"][:60]
     p = file["parity"]
     rms = min((o["rms"] for o in p["outputs"]), default=0.0)
-    flag = " **degenerate**" if p["degenerate"] else ""
+    flag = " **degenerate**" if _degenerate(p) else ""
     cmp = file["compare"]
     verdict = ("pass" if cmp.get("passed") else "FAIL") if "error" not in cmp else "error"
     return f"{p['max_abs']:.1e} (min RMS {rms:.1e}){flag}; compare {verdict} {cmp.get('max_abs', 0):.1e}"
@@ -141,8 +147,8 @@ def _unproven(file: dict[str, Any], label: str) -> list[str]:
     lines = [f"- `{label}`: validate: {f['rule']} {f['message'][:200]}" for f in file["validate_findings"]
              if f["severity"] == "error"]
     parity, cmp = file["parity"], file["compare"]
-    lines += [f"- `{label}`: output {o['output']} at batch {o['batch']} has RMS {o['rms']:.1e} (degenerate: random init)"
-              for o in parity.get("outputs", []) if o["degenerate"]]
+    lines += [f"- `{label}`: output {o['output']} at batch {o['batch']} has RMS {o['rms']:.1e} < {DEGENERATE_RMS:g} "
+              "(degenerate: random init)" for o in _degenerate(parity)]
     if "error" in parity or "error" in cmp:
         lines.append(f"- `{label}`: parity could not run: {parity.get('error') or cmp.get('error')}")
     elif not cmp["passed"]:
@@ -174,10 +180,11 @@ weights (seed 0), small configs where the default is large, through the public A
 (the count it still removes: should be 0), `Identity` count, ORT-vs-eager parity on inputs drawn
 per input from the example's own range (ids in the vocabulary, an all-ones mask stays all ones),
 and `portable.compare --device cpu` (eager only, no latency) at batch 1 and 3 with its default
-inputs. An output whose RMS is below 1e-10 is **degenerate**: parity on it proves nothing, so it
-does not count as a pass. Outcome columns: `portable` (exported, validate clean, verify and
-compare pass, no degenerate output), `refused: RULE` (ExportFailed, nothing written), `internal
-error` (an exception other than ExportFailed: exit 3), `crashed` (the subprocess died or timed out).
+inputs. An output whose RMS is below 1e-4 (fp32's absolute tolerance) is **degenerate**: any
+runtime's result would pass parity on it, so it does not count as a pass. Outcome columns:
+`portable` (exported, validate clean, verify and compare pass, no degenerate output), `refused:
+RULE` (ExportFailed, nothing written), `internal error` (an exception other than ExportFailed:
+exit 3), `crashed` (the subprocess died or timed out).
 
     make zoo-venv                    # torchvision --no-deps, then the zoo extra; torch stays 2.13.0+cpu
     make zoo                         # every model; the cache is out/zoo/cache/NAME.json
