@@ -1,8 +1,8 @@
 """transformers entries: the library's own model classes, small configs, random weights (seeded).
 
-Every transformers model returns a ``ModelOutput``; :class:`TensorOutputs` maps the positional
-example inputs to the forward's keyword arguments (GPT-2's second positional argument is the
-cache, not the mask) and returns the output's tensors as a tuple.
+Every model is built with ``return_dict=False`` (tuples, not ``ModelOutput``); only where the
+example inputs are not the forward's first parameters (GPT-2's second is the cache, not the mask)
+does :class:`TensorOutputs` map them to keyword arguments.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from bench.zoo.models_vision import SEED, image
 from bench.zoo.registry import Built, Entry
 
-__all__ = ["HF", "TensorOutputs", "text_inputs"]
+__all__ = ["HF", "TensorOutputs", "tensor_outputs", "text_inputs"]
 
 SEQ = 64
 SMALL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024}
@@ -54,7 +54,7 @@ def text_inputs(vocab: int, names: tuple[str, ...] = ("input_ids", "attention_ma
 
 
 def _hf(model_class: str, config_class: str, config: dict[str, Any], inputs: Callable[[Any], tuple[Any, ...]],
-        names: tuple[str, ...], attn: str | None = None, **fixed: Any) -> Built:
+        names: tuple[str, ...], attn: str | None = None, wrap: bool = False, **fixed: Any) -> Built:
     import torch
 
     from bench.zoo.tvops import register_torchvision_ops
@@ -63,10 +63,22 @@ def _hf(model_class: str, config_class: str, config: dict[str, Any], inputs: Cal
     import transformers
 
     torch.manual_seed(SEED)
-    cfg = getattr(transformers, config_class)(**config)
+    cfg = getattr(transformers, config_class)(**config, **fixed)
+    # tuples of tensors, no wrapper needed where the inputs are the forward's first parameters; ``wrap``: a
+    # model whose own code needs return_dict (SegFormer reads outputs.hidden_states) keeps it, and the wrapper
+    cfg.return_dict = wrap
     kwargs = {"attn_implementation": attn} if attn else {}
     model = getattr(transformers, model_class)._from_config(cfg, **kwargs).eval()
-    return Built(TensorOutputs(model, names, **fixed).eval(), inputs(cfg), names)
+    return Built(TensorOutputs(model, names).eval() if wrap else tensor_outputs(model, names), inputs(cfg), names)
+
+
+def tensor_outputs(model: Any, names: tuple[str, ...]) -> Any:
+    """The model itself when ``names`` are its forward's first parameters (findings then point into the
+    library's code, not into a wrapper's forward), else :class:`TensorOutputs` around it."""
+    import inspect
+
+    first = list(inspect.signature(model.forward).parameters)[:len(names)]
+    return model if first == list(names) else TensorOutputs(model, names).eval()
 
 
 def _text(model_class: str, config_class: str, config: dict[str, Any], names: tuple[str, ...] = ("input_ids", "attention_mask"),
@@ -74,8 +86,8 @@ def _text(model_class: str, config_class: str, config: dict[str, Any], names: tu
     return partial(_hf, model_class, config_class, config, lambda cfg: text_inputs(cfg.vocab_size, names), names, **kwargs)
 
 
-def _pixels(model_class: str, config_class: str, config: dict[str, Any], size: int = 224) -> Callable[[], Built]:
-    return partial(_hf, model_class, config_class, config, lambda _cfg: (image(size),), ("pixel_values",))
+def _pixels(model_class: str, config_class: str, config: dict[str, Any], size: int = 224, **kwargs: Any) -> Callable[[], Built]:
+    return partial(_hf, model_class, config_class, config, lambda _cfg: (image(size),), ("pixel_values",), **kwargs)
 
 
 def _audio(model_class: str, config_class: str, config: dict[str, Any], shape: tuple[int, ...], name: str,
@@ -86,7 +98,7 @@ def _audio(model_class: str, config_class: str, config: dict[str, Any], shape: t
         built = _hf(model_class, config_class, config, lambda _cfg: (), (name,))
         module = built.module
         if encoder:  # WhisperModel -> its encoder, wrapped the same way
-            module = TensorOutputs(module.model.get_encoder(), (name,)).eval()
+            module = tensor_outputs(module.model.get_encoder(), (name,))
         signal = torch.randn(2, *shape, generator=torch.Generator().manual_seed(SEED))
         return Built(module, (signal,), (name,))
 
@@ -94,7 +106,7 @@ def _audio(model_class: str, config_class: str, config: dict[str, Any], shape: t
 
 
 _DECODER = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "vocab_size": 8000, "max_position_embeddings": 256}
+            "num_key_value_heads": 2, "vocab_size": 8000, "max_position_embeddings": 256, "use_cache": False}
 
 HF: tuple[Entry, ...] = (
     Entry("hf_bert", "transformers", "encoder", _text("BertModel", "BertConfig", SMALL,
@@ -116,9 +128,11 @@ HF: tuple[Entry, ...] = (
     Entry("hf_wav2vec2", "transformers", "encoder", _audio(
         "Wav2Vec2Model", "Wav2Vec2Config", SMALL | {"num_hidden_layers": 2}, (16000,), "input_values"),
           note="1 s of 16 kHz audio"),
-    Entry("hf_segformer", "transformers", "segmentation", _pixels("SegformerForSemanticSegmentation", "SegformerConfig", {}),
+    Entry("hf_segformer", "transformers", "segmentation",
+          _pixels("SegformerForSemanticSegmentation", "SegformerConfig", {}, wrap=True),
           note="SegformerConfig() is MiT-b0"),
-    Entry("hf_swin", "transformers", "encoder", _pixels("SwinModel", "SwinConfig", {"embed_dim": 48, "depths": [2, 2, 2, 2]}),
+    Entry("hf_swin", "transformers", "encoder",
+          _pixels("SwinModel", "SwinConfig", {"embed_dim": 48, "depths": [2, 2, 2, 2]}, wrap=True),
           expected="refused: PORT104", note="torch's decomposition fails in modeling_swin.py (bare torch.onnx too)"),
     Entry("hf_t5_encoder", "transformers", "encoder", _text(
         "T5EncoderModel", "T5Config", {"d_model": 256, "num_layers": 4, "num_heads": 4, "d_ff": 1024, "d_kv": 64},
@@ -127,10 +141,9 @@ HF: tuple[Entry, ...] = (
         "T5EncoderModel", "T5Config", {"d_model": 256, "num_layers": 4, "num_heads": 4, "d_ff": 1024, "d_kv": 64}),
           expected="refused: PORT104", note="default attention: torch's decomposition fails (bare torch.onnx too)"),
     Entry("hf_gpt2", "transformers", "decoder", _text("GPT2Model", "GPT2Config",
-                                                      {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 256},
-                                                      use_cache=False)),
-    Entry("hf_llama", "transformers", "decoder", _text("LlamaModel", "LlamaConfig", _DECODER, use_cache=False)),
-    Entry("hf_mistral", "transformers", "decoder", _text("MistralModel", "MistralConfig", _DECODER | {"sliding_window": 32},
-                                                         use_cache=False)),
-    Entry("hf_qwen2", "transformers", "decoder", _text("Qwen2Model", "Qwen2Config", _DECODER, use_cache=False)),
+                                                      {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 256,
+                                                       "use_cache": False})),
+    Entry("hf_llama", "transformers", "decoder", _text("LlamaModel", "LlamaConfig", _DECODER)),
+    Entry("hf_mistral", "transformers", "decoder", _text("MistralModel", "MistralConfig", _DECODER | {"sliding_window": 32})),
+    Entry("hf_qwen2", "transformers", "decoder", _text("Qwen2Model", "Qwen2Config", _DECODER)),
 )
