@@ -6,8 +6,12 @@ STAMP := $(VENV)/.installed
 # The CPU build of torch lies on this machine's disk; a bare `torch` pulls a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+# PyPI's torchvision is a CUDA build: installed without its dependencies (0.28.0 requires torch==2.13.0).
+TORCHVISION_SPEC ?= torchvision==0.28.0
+ZOO_STAMP := $(VENV)/.zoo-installed
+ONLY ?=
 
-.PHONY: venv demo test test-all bench fixbench fuzz clean
+.PHONY: venv demo test test-all bench fixbench fuzz clean zoo zoo-venv
 
 venv: $(STAMP)
 
@@ -37,6 +41,18 @@ fixbench: $(STAMP)
 # Mutation fuzzing of the validator: 1,500 cases per strategy, counts in bench/results/fuzz.json.
 fuzz: $(STAMP)
 	PORTABLE_FUZZ_EXAMPLES=1500 $(PY) -m pytest -q -s -p no:logging tests/hardening/test_fuzz.py
+
+# The model zoo (docs/zoo.md): torchvision, timm and transformers models; `make zoo ONLY=hf_bert,hf_gpt2`.
+zoo-venv: $(ZOO_STAMP)
+
+$(ZOO_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-deps "$(TORCHVISION_SPEC)"
+	$(PY) -m pip install -q -e ".[zoo]" "$(TORCH_SPEC)"
+	$(PY) -m pip show torch torchvision | grep -E "^(Name|Version)"
+	touch $(ZOO_STAMP)
+
+zoo: $(ZOO_STAMP)
+	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out

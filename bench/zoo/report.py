@@ -1,0 +1,213 @@
+"""``docs/zoo.md`` and ``docs/zoo.json`` from the cached per-model records."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from bench.zoo.measure import DEGENERATE_RMS, degenerate
+from bench.zoo.registry import PORTABLE, TARGETS
+
+__all__ = ["outcome", "passes", "summary", "write"]
+
+PHASES = ("torch.export", "translate", "optimize", "validate", "verify", "write")
+PACKAGES = ("torch", "torchvision", "transformers", "timm", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "onnxsim")
+
+
+def outcome(rec: dict[str, Any], key: str = "dynamic") -> str:
+    """``portable``, ``portable, degenerate output``, ``refused: PORTnnn``, ``internal error``, ``crashed``..."""
+    if "crashed" in rec:
+        return f"crashed: {rec['crashed']}"
+    run = rec[key]
+    if not run["ok"]:
+        rules = sorted({f["rule"] for f in run.get("findings", [])})
+        return f"refused: {', '.join(rules)}" if run["kind"] == "refused" else "internal error"
+    file = run["file"]
+    if not file["validate_ok"]:
+        return "validate: findings"
+    if "error" in file["parity"] or "error" in file["compare"]:
+        return "parity could not run"
+    if _degenerate(file["parity"]):
+        return "portable, degenerate output"
+    return PORTABLE if file["compare"]["passed"] else "compare failed"
+
+
+def _degenerate(parity: dict[str, Any]) -> list[dict[str, Any]]:
+    """The outputs too small for the parity check to mean anything (recomputed: the cache keeps the RMS)."""
+    return [o for o in parity.get("outputs", []) if degenerate(o["rms"])]
+
+
+def passes(rec: dict[str, Any]) -> bool:
+    return outcome(rec) == PORTABLE
+
+
+def as_expected(rec: dict[str, Any]) -> bool:
+    return outcome(rec) == rec["expected"]
+
+
+def summary(records: Sequence[dict[str, Any]]) -> str:
+    static = [r for r in records if r["expected"] == PORTABLE]
+    ok = [r for r in static if passes(r)]
+    share = len(ok) / len(static) if static else 0.0
+    targets = {r["name"]: passes(r) for r in records if r["name"] in TARGETS}
+    missing = [t + ("" if t in targets else " (not run)") for t in TARGETS if not targets.get(t)]
+    degenerate = [r["name"] for r in static if outcome(r) == "portable, degenerate output"]
+    refusals = [r for r in records if r["expected"] != PORTABLE]
+    right = [r for r in refusals if as_expected(r)]
+    return (f"{len(ok)} of {len(static)} static-apart-from-batch architectures export with --batch dynamic, validate "
+            f"and pass verify and compare ({share:.0%}; target >= 90 %: {'met' if share >= 0.9 else 'NOT met'}); "
+            f"{len(degenerate)} more export and match but an output is degenerate, which proves nothing"
+            f"{' (' + ', '.join(degenerate) + ')' if degenerate else ''}; "
+            f"BERT, GPT-2, ConvNeXt, Swin: {'all pass' if not missing else 'failing: ' + ', '.join(missing)}; "
+            f"expected refusals with the expected rule: {len(right)} of {len(refusals)}.")
+
+
+def _nodes(rec: dict[str, Any]) -> str:
+    file = _file(rec)
+    bare = rec.get("bare") or {}
+    sim = rec.get("bare_onnxsim") or {}
+    ours = str(file["nodes"]) if file else "–"
+    return f"{ours} / {bare.get('nodes', '–')} / {sim.get('nodes', '–')}"
+
+
+def _file(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """portable's file: the dynamic export's, else the batch-1 export's."""
+    for key in ("dynamic", "static"):
+        if key in rec and rec[key]["ok"]:
+            return rec[key]["file"]
+    return None
+
+
+def _left(rec: dict[str, Any]) -> str:
+    file = _file(rec)
+    if not file or not file["onnxsim"].get("ok"):
+        return "–"
+    return str(file["nodes"] - file["onnxsim"]["nodes"])
+
+
+def _times(rec: dict[str, Any]) -> str:
+    run = next((rec[k] for k in ("dynamic", "static") if k in rec and rec[k]["ok"]), None)
+    bare = (rec.get("bare") or {}).get("seconds")
+    if run is None:
+        return "–"
+    t = run["timings"]
+    phases = "/".join(f"{t.get(p, 0):.1f}" for p in PHASES)
+    return f"{sum(t.values()):.1f} ({phases}) vs {bare if bare is not None else '–'}"
+
+
+def _parity(rec: dict[str, Any]) -> str:
+    file = _file(rec)
+    if not file or "error" in file["parity"]:
+        return "–" if not file else file["parity"]["error"][:60]
+    p = file["parity"]
+    rms = min((o["rms"] for o in p["outputs"]), default=0.0)
+    flag = " **degenerate**" if _degenerate(p) else ""
+    cmp = file["compare"]
+    verdict = ("pass" if cmp.get("passed") else "FAIL") if "error" not in cmp else "error"
+    return f"{p['max_abs']:.1e} (min RMS {rms:.1e}){flag}; compare {verdict} {cmp.get('max_abs', 0):.1e}"
+
+
+def _row(rec: dict[str, Any]) -> str:
+    static = outcome(rec, "static") if "crashed" not in rec else "–"
+    mark = "yes" if as_expected(rec) else "**no**"
+    ident = _file(rec)["identity"] if _file(rec) else "–"
+    return (f"| {rec['name']} | {rec['expected']} | {outcome(rec)} | {mark} | {static} | {_nodes(rec)} | {_left(rec)} "
+            f"| {ident} | {_times(rec)} | {_parity(rec)} |")
+
+
+HEADER = ("| model | expected | `--batch dynamic` | as expected | `--batch 1` | nodes: portable / bare / onnxsim(bare) "
+          "| onnxsim removes from portable's | Identity | portable s (" + "/".join(PHASES) + ") vs bare s "
+          "| parity: max abs (ORT vs eager, batch 1+3), compare |\n|" + "---|" * 10)
+
+
+def _refusal(rec: dict[str, Any]) -> list[str]:
+    lines = [f"### {rec['name']} ({outcome(rec)})", ""]
+    if "crashed" in rec:
+        return [*lines, f"- {rec['crashed']}", "", "```", rec.get("log_tail", ""), "```", ""]
+    for key, label in (("dynamic", "--batch dynamic"), ("static", "--batch 1")):
+        run = rec[key]
+        if run["ok"]:
+            lines.extend(_unproven(run["file"], label))
+            continue
+        lines.append(f"- `{label}`: {run['message'][:400]}")
+        for f in run.get("findings", [])[:3]:
+            lines.append(f"  - **{f['rule']}** node `{f['node']}` ({f['op_type']}), source `{f['source']}`; hint: {f['hint']}")
+    bare = rec.get("bare") or {}
+    lines.append(f"- bare torch.onnx.export (dynamic batch): {'ok' if bare.get('ok') else bare.get('error')}")
+    return [*lines, ""]
+
+
+def _unproven(file: dict[str, Any], label: str) -> list[str]:
+    """What made an exported file short of a pass: findings, degenerate outputs, a failed compare."""
+    lines = [f"- `{label}`: validate: {f['rule']} {f['message'][:200]}" for f in file["validate_findings"]
+             if f["severity"] == "error"]
+    parity, cmp = file["parity"], file["compare"]
+    lines += [f"- `{label}`: output {o['output']} at batch {o['batch']} has RMS {o['rms']:.1e} < {DEGENERATE_RMS:g} "
+              "(degenerate: random init)" for o in _degenerate(parity)]
+    if "error" in parity or "error" in cmp:
+        lines.append(f"- `{label}`: parity could not run: {parity.get('error') or cmp.get('error')}")
+    elif not cmp["passed"]:
+        lines.append(f"- `{label}`: compare failed: {'; '.join(cmp['failures'])[:300]}")
+    return lines
+
+
+def _failing(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if outcome(r) != PORTABLE or "crashed" in r]
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+ABOUT = """\
+Real architectures from the libraries' own model code (torchvision, timm, transformers), random
+weights (seed 0), small configs where the default is large, through the public API
+(`portable.export`, `portable.validate`, `portable.compare`). Per model, in its own subprocess
+(timeout 600 s): a bare `torch.onnx.export(dynamo=True, opset_version=18)` with a dynamic batch
+(the baseline) and onnxsim 0.8.1 on it; `portable.export` with `--batch dynamic` and `--batch 1`
+(each validated and verified by the export); on portable's file `portable.validate`, onnxsim
+(the count it still removes: should be 0), `Identity` count, ORT-vs-eager parity on inputs drawn
+per input from the example's own range (ids in the vocabulary, an all-ones mask stays all ones),
+and `portable.compare --device cpu` (eager only, no latency) at batch 1 and 3 with its default
+inputs. An output whose RMS is below 1e-4 (fp32's absolute tolerance) is **degenerate**: any
+runtime's result would pass parity on it, so it does not count as a pass. Outcome columns:
+`portable` (exported, validate clean, verify and compare pass, no degenerate output), `refused:
+RULE` (ExportFailed, nothing written), `internal error` (an exception other than ExportFailed:
+exit 3), `crashed` (the subprocess died or timed out).
+
+    make zoo-venv                    # torchvision --no-deps, then the zoo extra; torch stays 2.13.0+cpu
+    make zoo                         # every model; the cache is out/zoo/cache/NAME.json
+    make zoo ONLY=hf_bert,hf_gpt2    # a subset re-run; this table is rebuilt from the whole cache
+"""
+
+
+def markdown(records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
+    env = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    lines = ["# The model zoo", "", "Generated by `make zoo` (`bench/zoo/`); do not edit by hand. " + env + ".", "",
+             ABOUT, f"**{summary(records)}**", "",
+             f"Run: {meta['generated']}, the models' subprocess times add up to {meta['total_s']:.0f} s.", "",
+             HEADER, *(_row(r) for r in records), "",
+             "## Not portable, and why", ""]
+    for rec in _failing(records):
+        lines.extend(_refusal(rec))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write(records: Sequence[dict[str, Any]], folder: Path) -> str:
+    """Write ``zoo.md`` and ``zoo.json`` into ``folder``; the summary line."""
+    meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "versions": _versions(),
+            "summary": summary(records), "total_s": round(sum(r.get("total_s", 0) for r in records), 1)}
+    (folder / "zoo.json").write_text(json.dumps(meta | {"models": list(records)}, indent=1, default=str) + "\n")
+    (folder / "zoo.md").write_text(markdown(records, meta))
+    return meta["summary"]

@@ -1,0 +1,86 @@
+"""``make zoo``: every zoo model in its own subprocess, cached per model, then the table.
+
+    python -m bench.zoo.run [--only bert,gpt2] [--timeout S] [--report-only]
+
+A model that hangs or crashes is recorded as such (its log is in ``out/zoo/logs/``) and the
+zoo goes on. Results are cached in ``out/zoo/cache/NAME.json``; ``--only`` re-runs a subset,
+and ``docs/zoo.md`` / ``docs/zoo.json`` are always rebuilt from the whole cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.zoo import report
+from bench.zoo.registry import Entry, entries
+
+__all__ = ["CACHE", "main", "run_one"]
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / "out" / "zoo" / "cache"
+LOGS = ROOT / "out" / "zoo" / "logs"
+
+
+def run_one(entry: Entry, timeout: int | None = None) -> dict[str, Any]:
+    """Run the worker for ``entry``; its record, or one saying how it died."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    out, log = CACHE / f"{entry.name}.json", LOGS / f"{entry.name}.log"
+    out.unlink(missing_ok=True)
+    limit = timeout or entry.timeout_s
+    start = time.perf_counter()
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    with log.open("w") as sink:
+        try:
+            code = subprocess.run([sys.executable, "-m", "bench.zoo.worker", entry.name, str(out)], cwd=ROOT, env=env,
+                                  stdout=sink, stderr=subprocess.STDOUT, timeout=limit, check=False).returncode
+            died = None if code == 0 and out.exists() else f"worker exited {code} (see {log.relative_to(ROOT)})"
+        except subprocess.TimeoutExpired:
+            died = f"timed out after {limit} s"
+    if died is not None:
+        record = {"name": entry.name, "family": entry.family, "task": entry.task, "expected": entry.expected,
+                  "note": entry.note, "crashed": died, "log_tail": _tail(log), "total_s": round(time.perf_counter() - start, 1)}
+        out.write_text(json.dumps(record, indent=1) + "\n")
+    return json.loads(out.read_text())
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
+
+def cached() -> list[dict[str, Any]]:
+    """The cached records of the registry's models, in registry order."""
+    records = []
+    for entry in entries():
+        path = CACHE / f"{entry.name}.json"
+        if path.exists():  # the expectation is the registry's now, not the one of the run
+            records.append(json.loads(path.read_text()) | {"expected": entry.expected, "note": entry.note})
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    parser.add_argument("--timeout", type=int, default=None, help="seconds per model (default: the entry's)")
+    parser.add_argument("--report-only", action="store_true", help="rebuild docs/zoo.md from the cache")
+    options = parser.parse_args(argv)
+    if not options.report_only:
+        start = time.perf_counter()
+        for entry in entries(options.only):
+            record = run_one(entry, options.timeout)
+            print(f"{entry.name:24s} {report.outcome(record):40s} {record.get('total_s', 0):7.1f} s", flush=True)
+        print(f"zoo: {time.perf_counter() - start:.0f} s", flush=True)
+    summary = report.write(cached(), ROOT / "docs")
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
