@@ -24,8 +24,6 @@ TEXT = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2, "num_att
 DECODER = TEXT | {"num_key_value_heads": 1}
 PIXELS = {"image_size": 32, "patch_size": 8, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
           "intermediate_size": 128}
-FALSE_PORT009 = pytest.mark.xfail(strict=True, raises=portable.ExportFailed,
-                                  reason="issue 11: false PORT009 on batch-only shape computations")
 
 
 class TensorOutputs(torch.nn.Module):
@@ -68,9 +66,6 @@ CASES = {
     "convnext": ("ConvNextModel", "ConvNextConfig", {"hidden_sizes": [16, 32, 48, 64], "depths": [1, 1, 1, 1]},
                  ("pixel_values",), {}),
 }
-# Refused today (the batch-sized Range of transformers 5's mask builders); the lead removes these marks
-# once the shapes fix lands (strict: they then XPASS and fail).
-XFAIL = dict.fromkeys(("bert", "distilbert", "roberta", "albert", "electra", "gpt2", "llama"), FALSE_PORT009)
 
 
 def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], tuple[str, ...]]:
@@ -83,7 +78,7 @@ def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], tuple[s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=XFAIL.get(n, ())) for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_exports_with_a_dynamic_batch(name: str, tmp_path: Path) -> None:
     module, args, names = build(name)
     path = tmp_path / f"{name}.onnx"
