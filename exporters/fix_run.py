@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import onnx_ir as ir
 
@@ -28,6 +28,8 @@ from portable.exporters.remedies import batch_symbol, external_bytes
 from portable.exporters.writer import check_target
 
 __all__ = ["proof_batches", "run"]
+
+_Record = TypeVar("_Record", "FixResult", "RemedyReport", "Proof")  # the frozen records a run builds
 
 
 def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
@@ -145,7 +147,7 @@ def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[Reme
                      timings=phases.timings)
 
 
-def _with(result: FixResult, **changes: Any) -> FixResult:
+def _with(result: _Record, **changes: Any) -> _Record:
     from dataclasses import replace
 
     return replace(result, **changes)

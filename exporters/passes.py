@@ -177,8 +177,10 @@ class FoldBatchShapesPass(_ProbedPass):
 
 
 def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray | None:
-    seen = [p.values.get((node.name, index)) for p in found]
-    if any(s is None for s in seen):
+    if node.name is None:
+        return None
+    seen = [a for a in (p.values.get((node.name, index)) for p in found) if a is not None]
+    if len(seen) != len(found):
         return None
     if all(np.array_equal(seen[0], s) for s in seen[1:]):
         return seen[0]
@@ -186,7 +188,7 @@ def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray |
     if node.op_type != "Reshape" or index != 1 or source is None or source.name is None:
         return None
     data = [_ints(p.dims.get(source.name)) for p in found]
-    outs = [_ints(p.dims.get(node.outputs[0].name)) for p in found]
+    outs = [_ints(p.dims.get(node.outputs[0].name or "")) for p in found]
     return _batch_reshape(seen, data, outs, _allowzero(node))
 
 
@@ -240,7 +242,7 @@ class StaticShapesPass(_ProbedPass):
         batches = tuple(p.batch for p in found)
         for node in model.graph:
             for value in node.outputs:
-                dims = _static_dims([p.dims.get(value.name) for p in found], batches)
+                dims = _static_dims([p.dims.get(value.name or "") for p in found], batches)
                 if dims is not None:
                     value.shape = ir.Shape(dims)
                     modified = True
@@ -254,7 +256,8 @@ def _static_dims(seen: list, batches: tuple[int | None, ...]) -> list[int | str]
     if len(seen) == 1:
         return list(seen[0]) if _ints(seen[0]) is not None else None
     dims = [linear_dim(tuple(s[i] for s in seen), BATCH, batches) for i in range(len(seen[0]))]
-    return None if None in dims else dims
+    static = [d for d in dims if d is not None]
+    return static if len(static) == len(dims) else None
 
 
 class RelativeSourcesPass(ir.passes.InPlacePass):

@@ -78,17 +78,20 @@ Dims = tuple[int | str | None, ...] | None  # None: rank unknown; a str or None 
 
 
 def linear_dim(values: tuple[int | str | None, ...], symbol: str = "batch",
-               batches: tuple[int, ...] = BATCH_VALUES) -> int | str | None:
+               batches: tuple[int | None, ...] = BATCH_VALUES) -> int | str | None:
     """A dim seen at ``batches``: an int when equal, ``a*batch+c`` when linear through every
     point with a > 0, else None. Shared by PORT009 and the exporter's value shapes."""
-    if any(not isinstance(v, int) for v in values) or len(values) != len(batches):
+    ints = tuple(v for v in values if isinstance(v, int))
+    points = tuple(b for b in batches if isinstance(b, int))
+    if len(ints) != len(values) or len(ints) != len(batches):
         return None
-    ints = tuple(int(v) for v in values)  # type: ignore[arg-type]
     if len(set(ints)) == 1:
         return ints[0]
-    slope, rest = divmod(ints[1] - ints[0], batches[1] - batches[0])
-    const = ints[0] - slope * batches[0]
-    if rest or slope <= 0 or any(d != slope * b + const for b, d in zip(batches, ints)):
+    if len(points) != len(batches):  # a varying dim needs the batch values it was seen at
+        return None
+    slope, rest = divmod(ints[1] - ints[0], points[1] - points[0])
+    const = ints[0] - slope * points[0]
+    if rest or slope <= 0 or any(d != slope * b + const for b, d in zip(points, ints)):
         return None
     term = symbol if slope == 1 else f"{slope}*{symbol}"
     return term if const == 0 else f"{term}{'+' if const > 0 else '-'}{abs(const)}"

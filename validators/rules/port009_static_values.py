@@ -20,16 +20,16 @@ def _shape_text(dims: Dims) -> str:
 
 def _describe(runs: list[Dims], batches: tuple[int | None, ...]) -> tuple[str, str | None]:
     """Dims as text (ints, or expressions of the batch) and, if any, what is not static."""
-    if any(d is None for d in runs):
+    known = [d for d in runs if d is not None]
+    if len(known) != len(runs):
         return "?", "has unknown rank"
-    first = runs[0]
-    assert first is not None
-    if any(len(d) != len(first) for d in runs):
+    first = known[0]
+    if any(len(d) != len(first) for d in known):
         seen = "; ".join(f"{_shape_text(d)} at batch {b}" for b, d in zip(batches, runs))
         return _shape_text(first), f"changes rank with the batch size ({seen})"
     texts = []
     for i, dim in enumerate(first):
-        values = tuple(d[i] for d in runs)
+        values = tuple(d[i] for d in known)
         if not all(isinstance(v, int) for v in values):
             return _shape_text(first), f"dim {i} is not static ({dim or '?'})"
         text = linear_dim(values, batches=batches) if len(values) > 1 else values[0]
