@@ -31,7 +31,7 @@ from portable.runners.inputs import (
     OutputSpec,
     dims_from_examples,
     graph_io,
-    int_range_from_examples,
+    int_ranges_from_examples,
     load_npz,
     make_feeds,
 )
@@ -88,9 +88,10 @@ def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[
 
 
 def _feeds(specs: Sequence[InputSpec], batches: list[int], inputs: str | Path | Feeds | None, seed: int,
-           dims: Mapping[str, int], int_range: tuple[int, int]) -> tuple[dict[int, dict[str, np.ndarray]], str]:
+           dims: Mapping[str, int], ints: IntRanges) -> tuple[dict[int, dict[str, np.ndarray]], str]:
     if inputs is None:
-        return {b: make_feeds(specs, b, seed=seed, dims=dims, int_range=int_range) for b in batches}, "seeded"
+        return {b: make_feeds(specs, b, seed=seed, dims=dims, int_range=ints.default, int_ranges=ints.per_input)
+                for b in batches}, "seeded"
     feeds = load_npz(inputs, specs) if isinstance(inputs, (str, Path)) else {s.name: np.asarray(inputs[s.name])
                                                                              for s in specs}
     first = next(iter(feeds.values()))
@@ -98,9 +99,28 @@ def _feeds(specs: Sequence[InputSpec], batches: list[int], inputs: str | Path | 
     return {batch: feeds}, str(inputs) if isinstance(inputs, (str, Path)) else "given"
 
 
+@dataclass(frozen=True)
+class IntRanges:
+    """Where random integer inputs are drawn from: per input (by name), else ``default``."""
+
+    default: tuple[int, int]
+    per_input: Mapping[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, specs: Sequence[InputSpec], examples: Sequence[Any] | None, int_range: tuple[int, int] | None,
+           int_ranges: Mapping[str, tuple[int, int]] | None) -> IntRanges:
+        """Given ranges first (by name, then one for all), else each example input's own range, so an
+        all-ones attention mask stays all ones and token ids stay in the vocabulary."""
+        found = {} if int_range is not None else int_ranges_from_examples(specs, examples)
+        return cls(int_range or DEFAULT_INT_RANGE, {**found, **(int_ranges or {})})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"default": list(self.default), **{name: list(r) for name, r in sorted(self.per_input.items())}}
+
+
 def _plan(model_path: str | Path, examples: Sequence[Any] | None, device: str | None, batches: Sequence[int] | None,
           inputs: str | Path | Feeds | None, seed: int, dims: Mapping[str, int] | None,
-          int_range: tuple[int, int] | None) -> _Plan:
+          int_range: tuple[int, int] | None, int_ranges: Mapping[str, tuple[int, int]] | None = None) -> _Plan:
     path = Path(model_path)
     if not path.is_file():
         raise InputError("no such model file", path=str(path))
@@ -112,10 +132,10 @@ def _plan(model_path: str | Path, examples: Sequence[Any] | None, device: str | 
         if not torch.cuda.is_available():
             raise UsageError("--device cuda: PyTorch sees no CUDA device here")
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
-    ints = int_range or int_range_from_examples(examples) or DEFAULT_INT_RANGE
+    ints = IntRanges.of(specs, examples, int_range, int_ranges)
     feeds, source = _feeds(specs, _batches(specs, batches), inputs, seed, all_dims, ints)
     setup = {"device": device, "seed": seed, "batches": sorted(feeds), "inputs": source,
-             "int_range": list(ints), "dims": all_dims}
+             "int_range": ints.to_dict(), "dims": all_dims}
     return _Plan(path, specs, outputs, feeds, device, setup)
 
 
@@ -341,7 +361,8 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
             inputs: str | Path | Feeds | None = None, dims: Mapping[str, int] | None = None,
             int_range: tuple[int, int] | None = None, seed: int = 0, tf32: bool = False,
             tolerances: ToleranceTable | None = None, timing: TimingConfig | None = TimingConfig(),  # noqa: B008 - frozen
-            localize: bool = False, reference_name: str = "", progress: Progress | None = None) -> CompareReport:
+            localize: bool = False, reference_name: str = "", progress: Progress | None = None,
+            int_ranges: Mapping[str, tuple[int, int]] | None = None) -> CompareReport:
     """Compare ONNX Runtime (one runner per provider) with eager and compiled PyTorch.
 
     ``compile_mode``: one mode, several (``"default,reduce-overhead"``: one compiled runner each),
@@ -352,7 +373,7 @@ def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Se
     """
     modes = _compile_modes(compile_mode)
     say = progress or (lambda _msg: None)
-    plan = _plan(model_path, example_inputs, device, batches, inputs, seed, dims, int_range)
+    plan = _plan(model_path, example_inputs, device, batches, inputs, seed, dims, int_range, int_ranges)
     table = replace(tolerances or ToleranceTable(), tf32=tf32)
     runners = _make_runners(plan, reference_module, _eps(providers, plan.device), modes, tf32)
     plan.setup.update({"compile_mode": ",".join(modes) or None, "compile_modes": modes, "tf32": tf32,

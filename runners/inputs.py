@@ -20,9 +20,8 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_range_from_examples",
-           "int_ranges_from_examples", "io_of_proto", "load_npz", "make_feeds", "parse_dims", "parse_int_range",
-           "parse_int_ranges", "tensor_leaves"]
+__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_ranges_from_examples", "io_of_proto",
+           "load_npz", "make_feeds", "parse_dims", "parse_int_range", "parse_int_ranges", "tensor_leaves"]
 
 Dim = int | str | None
 
@@ -187,17 +186,6 @@ def int_ranges_from_examples(specs: Sequence[InputSpec], examples: Any) -> dict[
         if _int_example(example) and int(np.prod(example.shape)) > 0:
             ranges[spec.name] = (int(example.min()), int(example.max()) + 1)
     return ranges
-
-
-def int_range_from_examples(examples: Sequence[Any] | None) -> tuple[int, int] | None:
-    """``[min, max + 1)`` over the integer example inputs, if any."""
-    lows, highs = [], []
-    for example in tensor_leaves(examples):
-        dtype = getattr(example, "dtype", None)
-        if dtype is not None and getattr(dtype, "is_floating_point", True) is False and str(dtype) != "torch.bool":
-            lows.append(int(example.min()))
-            highs.append(int(example.max()) + 1)
-    return (min(lows), max(highs)) if lows else None
 
 
 def parse_dims(values: Sequence[str]) -> dict[str, int]:

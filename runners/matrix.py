@@ -146,9 +146,10 @@ def _cell(provider: str, batch: int, pair: PairComparison | None, error: str | N
 
 def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None = None,
                batches: Sequence[int] | None = None, dims: Mapping[str, int] | None = None,
-               int_range: tuple[int, int] | None = None, seed: int = 0, target: str | None = None,
-               progress: Callable[[str], None] | None = None) -> MatrixReport:
-    """Run the matrix on this machine. Asked-for providers that are not available are listed."""
+               int_ranges: tuple[tuple[int, int] | None, Mapping[str, tuple[int, int]]] = (None, {}), seed: int = 0,
+               target: str | None = None, progress: Callable[[str], None] | None = None) -> MatrixReport:
+    """Run the matrix on this machine. Asked-for providers that are not available are listed.
+    ``int_ranges``: the range of random integer inputs (None: 0:10) and ranges by input name."""
     from portable.runners.api import DEFAULT_INT_RANGE, _batches
 
     say = progress or (lambda _msg: None)
@@ -160,8 +161,9 @@ def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None 
     asked = providers if providers is None or isinstance(providers, str) else ",".join(providers)
     wanted = resolve_providers(asked, require_available=False)
     sizes = _batches(specs, batches)
-    feeds = {b: make_feeds(specs, b, seed=seed, dims=dims or {}, int_range=int_range or DEFAULT_INT_RANGE)
-             for b in sizes}
+    default, per_input = int_ranges
+    feeds = {b: make_feeds(specs, b, seed=seed, dims=dims or {}, int_range=default or DEFAULT_INT_RANGE,
+                           int_ranges=per_input) for b in sizes}
     available = set(available_providers())
     cells: list[MatrixCell] = []
     reference: Outputs | None = None

@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models  # noqa: E402  (docs/gpu/models.py: the SPEC targets)
 
-from portable.runners.inputs import graph_io, int_range_from_examples, make_feeds  # noqa: E402
+from portable.runners.inputs import graph_io, int_ranges_from_examples, make_feeds  # noqa: E402
 from portable.runners.torch_runners import tf32_mode  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -81,11 +81,11 @@ def main() -> None:
     module = copy.deepcopy(module32).to(dtype)
     compiled = torch.compile(module, dynamic=False)
     specs, _ = graph_io(args.onnx)
-    int_range = int_range_from_examples(example) or (0, 10)
+    int_ranges = int_ranges_from_examples(specs, example)  # each integer input from its example's range
     saved: dict[str, np.ndarray] = {}
     with tf32_mode(False):
         for batch in [int(b) for b in args.batch.split(",")]:
-            feeds = make_feeds(specs, batch, seed=0, int_range=int_range)
+            feeds = make_feeds(specs, batch, seed=0, int_ranges=int_ranges)
             sides = {"eager": _torch_run(module, feeds, dtype, args.device),
                      "compiled": _torch_run(compiled, feeds, dtype, args.device),
                      "truth": _torch_run(module32, feeds, torch.float32, args.device)}

@@ -43,8 +43,9 @@ def _shared(fn: F) -> F:
                           "cuda-graph: CUDA with CUDA graphs). Default: all available."),
         click.option("--batch", "batch", default=None, metavar="SIZES", help="Batch sizes, e.g. 1,8,32."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic input axis."),
-        click.option("--int-range", default=None, metavar="LOW:HIGH",
-                     help="Range of random integer inputs (HIGH exclusive). Default: from the example inputs, else 0:10."),
+        click.option("--int-range", "int_range", multiple=True, metavar="[NAME=]LOW:HIGH",
+                     help="Range of random integer inputs (HIGH exclusive), for one input by name or for all; "
+                          "repeatable. Default: each example input's own range, else 0:10."),
         click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs."),
         click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
         output_option,
@@ -166,7 +167,7 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
             iterations: int,
             duration_ms: float, latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...],
             providers: str | None, batch: str | None, dims: tuple[str, ...],
-            int_range: str | None, seed: int, fmt: str, output: str | None, quiet: bool) -> None:
+            int_range: tuple[str, ...], seed: int, fmt: str, output: str | None, quiet: bool) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
     Exit 0 when every output of every pair is within tolerance, 1 on a parity failure
@@ -174,7 +175,7 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     """
     from portable.runners.api import compare as run_compare
     from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
-    from portable.runners.inputs import parse_dims, parse_int_range
+    from portable.runners.inputs import parse_dims, parse_int_ranges
     from portable.runners.tolerances import parse_overrides
 
     timing = _timing(no_latency, warmup_ms, warmup_max_ms, iterations, duration_ms)
@@ -184,13 +185,14 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     budgets = parse_latency_budgets(latency_budgets), parse_error_budgets(error_budgets)
     if no_latency and latency_budgets:
         raise UsageError("--max-latency-ms needs the latency phase: drop --no-latency")
-    sizes, axes, ints = _batches(batch), parse_dims(dims), parse_int_range(int_range)  # before importing torch
+    sizes, axes, (ints, per_input) = _batches(batch), parse_dims(dims), parse_int_ranges(int_range)  # before torch
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     try:
         result = run_compare(model, loaded.module, example_inputs=loaded.example_inputs, device=device,
                              compile_mode=None if no_compile else compile_mode, providers=providers,
-                             batches=sizes, inputs=inputs, dims=axes, int_range=ints, seed=seed, tf32=tf32,
+                             batches=sizes, inputs=inputs, dims=axes, int_range=ints, int_ranges=per_input,
+                             seed=seed, tf32=tf32,
                              tolerances=table, timing=timing, localize=localize, reference_name=reference,
                              progress=say)
     finally:
@@ -233,20 +235,20 @@ def _show_budgets(checks: Any) -> None:
               help="Also write the matrix as Markdown.")
 @_shared
 def matrix(model: str, target: str | None, markdown_path: str | None, providers: str | None, batch: str | None,
-           dims: tuple[str, ...], int_range: str | None, seed: int, fmt: str, output: str | None,
+           dims: tuple[str, ...], int_range: tuple[str, ...], seed: int, fmt: str, output: str | None,
            quiet: bool) -> None:
     """For each execution provider and batch size: does the session load, does a first run
     succeed, parity against the CPU provider, and how many nodes fall back off the provider.
 
     Exit 1 when a provider that is available fails to load, run or match the CPU provider.
     """
-    from portable.runners.inputs import parse_dims, parse_int_range
+    from portable.runners.inputs import parse_dims, parse_int_ranges
     from portable.runners.matrix import render_matrix_markdown, run_matrix
 
     say, status = _progress(quiet)
     try:
         result = run_matrix(model, providers=providers, batches=_batches(batch), dims=parse_dims(dims),
-                            int_range=parse_int_range(int_range), seed=seed, target=target, progress=say)
+                            int_ranges=parse_int_ranges(int_range), seed=seed, target=target, progress=say)
     finally:
         if status is not None:
             status.stop()

@@ -51,3 +51,19 @@ def test_parse_int_ranges_per_input_and_shared() -> None:
     for bad in ("=0:2", "mask=3:3", "mask=a:b", "mask"):
         with pytest.raises(UsageError, match="--int-range"):
             parse_int_ranges([bad])
+
+
+def test_compare_draws_each_integer_input_from_its_own_example_and_given_ranges_win() -> None:
+    """An all-ones attention mask stays all ones beside token ids in [0, 1000) (one range for both
+    would feed the mask values in [0, 1000)); ``--int-range`` (for all, or NAME=) overrides."""
+    from portable.runners.api import IntRanges
+
+    specs = [InputSpec("ids", "int64", ("batch", 8)), InputSpec("mask", "int64", ("batch", 8))]
+    ids = torch.randint(0, 1000, (2, 8), generator=torch.Generator().manual_seed(0))
+    examples = (ids, torch.ones(2, 8, dtype=torch.int64))
+    ranges = IntRanges.of(specs, examples, None, None)
+    assert ranges.per_input == {"ids": (int(ids.min()), int(ids.max()) + 1), "mask": (1, 2)}
+    feeds = make_feeds(specs, 3, seed=0, int_range=ranges.default, int_ranges=ranges.per_input)
+    assert (feeds["mask"] == 1).all() and feeds["ids"].max() > 100
+    assert IntRanges.of(specs, examples, (0, 5), {"mask": (0, 2)}).per_input == {"mask": (0, 2)}
+    assert parse_int_ranges(["0:5", "mask=0:2"]) == ((0, 5), {"mask": (0, 2)})
