@@ -46,9 +46,19 @@ def parity_rows(report: CompareReport) -> list[tuple[str, ...]]:
             rows.append((label, str(pair.batch), out.output, _num(s.max_abs), _num(s.max_rel), _num(s.mean_abs),
                          _num(s.p99_abs), _num(s.cosine, ".6f"), f"{s.beyond} ({s.share_beyond:.2%})",
                          f"{s.nonfinite_actual}/{s.nonfinite_expected}",
-                         out.tolerance.describe(),
-                         "pass" if out.passed else f"FAIL{': ' + s.shape_mismatch if s.shape_mismatch else ''}"))
+                         out.tolerance.describe(), _verdict(out)))
     return rows
+
+
+def _verdict(out: Any) -> str:
+    if not out.passed:
+        return f"FAIL{': ' + out.stats.shape_mismatch if out.stats.shape_mismatch else ''}"
+    return f"pass, degenerate (rms {_num(out.stats.rms_expected)})" if out.warning else "pass"
+
+
+def parity_warnings(report: CompareReport) -> list[str]:
+    """Each distinct parity warning (a degenerate output, where parity proves nothing), once."""
+    return list(dict.fromkeys(w for pair in report.parity for w in pair.warnings))
 
 
 def latency_rows(report: CompareReport) -> list[tuple[str, ...]]:
@@ -112,6 +122,7 @@ LOADS_HEADER = ("runner", "kind", "device", "provider/mode", "load s", "first re
 
 def render_rich(report: CompareReport, console: Any) -> None:
     """Print the report as rich tables on ``console``."""
+    from rich.markup import escape
     from rich.table import Table
 
     def table(title: str, header: Sequence[str], rows: list[tuple[str, ...]]) -> Table:
@@ -133,6 +144,8 @@ def render_rich(report: CompareReport, console: Any) -> None:
         console.print(table("Latency", LATENCY_HEADER, latency_rows(report)))
         console.print(table("Eager vs compiled vs ONNX Runtime", *speedup_table(report)))
     _print_localization(report, console.print)
+    for warning in parity_warnings(report):
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     for note in report.notes:
         console.print(f"note: {note}")
     console.print("[green]parity: PASS[/green]" if report.passed else
@@ -170,7 +183,8 @@ def render_markdown(report: CompareReport, plots: Sequence[tuple[str, str]] = ()
              "## Runners", "", markdown_table(LOADS_HEADER, _loads_rows(report)), "",
              *(["## ONNX Runtime provider options", "", markdown_table(OPTIONS_HEADER, options_rows(report)), ""]
                if options_rows(report) else []),
-             "## Parity", "", markdown_table(PARITY_HEADER, parity_rows(report)), ""]
+             "## Parity", "", markdown_table(PARITY_HEADER, parity_rows(report)), "",
+             *[f"- warning: {w}" for w in parity_warnings(report)], *([""] if parity_warnings(report) else [])]
     if report.latency:
         parts += ["## Latency", "", markdown_table(LATENCY_HEADER, latency_rows(report)), "",
                   "## Eager vs compiled vs ONNX Runtime", "", markdown_table(*speedup_table(report)), ""]

@@ -93,3 +93,29 @@ def test_a_default_provider_that_cannot_load_is_noted_not_an_error(models: Modul
     named = compare(cnn_onnx, module, example_inputs=example, device="cpu", compile_mode=None, timing=None,
                     providers="tensorrt,cpu")
     assert named.exit_code == 3 and named.runner_errors[0].startswith("ort-tensorrt:")
+
+
+def test_a_degenerate_output_is_a_warning_in_the_text_and_markdown(models: ModuleType, cnn_onnx: Path) -> None:
+    """An all-zero reference passes any tolerance: the report says parity proves nothing there."""
+    import dataclasses
+    import io
+
+    import numpy as np
+    from rich.console import Console
+
+    from portable.runners.comparator import compare_outputs
+    from portable.runners.render import parity_rows, parity_warnings, render_rich
+    from portable.runners.tolerances import ToleranceTable
+
+    module, example = models.cnn()
+    report = compare(cnn_onnx, module, example_inputs=example, device="cpu", compile_mode=None, timing=None)
+    assert report.passed and parity_warnings(report) == []  # the CNN's real outputs are not degenerate
+    zeros, tiny = np.zeros((2, 10), np.float32), np.full((2, 10), 1e-7, np.float32)
+    pair = compare_outputs(("ort-cpu", [tiny]), ("eager", [zeros]), ["logits"], ["float32"], 2, ToleranceTable())
+    degenerate = dataclasses.replace(report, parity=(pair,))
+    assert degenerate.passed and parity_rows(degenerate)[0][-1] == "pass, degenerate (rms 0)"
+    (warning,) = parity_warnings(degenerate)
+    assert "degenerate: parity proves nothing" in warning and f"- warning: {warning}" in render_markdown(degenerate)
+    console = Console(file=io.StringIO(), width=400, color_system=None)
+    render_rich(degenerate, console)
+    assert f"warning: {warning}" in console.file.getvalue()
