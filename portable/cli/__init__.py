@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 import traceback
 from typing import Any
 
@@ -19,7 +21,7 @@ import click
 from portable._version import __version__
 from portable.errors import ExitCode, PortableError
 
-__all__ = ["COMMANDS", "PortableGroup", "cli", "main"]
+__all__ = ["BROKEN_PIPE", "COMMANDS", "PortableGroup", "cli", "main"]
 
 # command name -> "module:attribute"; a command whose module is absent is not listed.
 COMMANDS: dict[str, str] = {
@@ -35,8 +37,22 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# The shell's status for a process that SIGPIPE ended (128 + 13): what `yes | head` reports.
+BROKEN_PIPE = 141
+
+
 def _error(message: str) -> None:
     click.echo(f"portable: error: {message}", err=True)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's final flush does not raise again on exit
+    (the recipe in the documentation of the ``signal`` module)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (an in-process runner)
+        pass
 
 
 class PortableGroup(click.Group):
@@ -66,6 +82,9 @@ class PortableGroup(click.Group):
         except KeyboardInterrupt:
             _error("interrupted")
             ctx.exit(130)
+        except BrokenPipeError:  # the reader went away (`portable ... | head`): stop quietly, like SIGPIPE
+            _silence_stdout()
+            ctx.exit(BROKEN_PIPE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback by default
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
@@ -88,8 +107,17 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
-    cli.main(args=argv, prog_name="portable")
+    """Console-script entry point. Output to a pipe is flushed at exit: a reader that left
+    (``| head``) ends the run quietly with :data:`BROKEN_PIPE`, not a traceback."""
+    try:
+        cli.main(args=argv, prog_name="portable")
+    except SystemExit:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            raise SystemExit(BROKEN_PIPE) from None
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -140,3 +140,19 @@ def test_the_readme_rules_table_is_what_portable_rules_prints(cli):
     listing = cli("rules", "--format", "markdown")
     assert listing.exit_code == 0
     assert _rules_table((ROOT / "README.md").read_text()) == _rules_table(listing.output + "\n\n")
+
+
+@pytest.mark.parametrize("args", [["rules", "--format", "markdown"], ["validate", "{model}"]], ids=" ".join)
+def test_a_reader_that_leaves_ends_the_run_quietly(fixture_file, args):
+    """`portable ... | head`: the pipe closes before portable writes; no traceback, no 'internal
+    error', and the shell's SIGPIPE status (141) instead of a made-up exit code."""
+    import subprocess
+    import sys
+
+    model = fixture_file("PORT004", "bad")
+    command = [sys.executable, "-m", "portable", *(a.format(model=model) for a in args)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
