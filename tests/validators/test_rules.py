@@ -14,7 +14,6 @@ INEVITABLE = {
     "PORT003": {"PORT009", "PORT011", "PORT014"},  # the checker and ORT reject an unknown op, which has no shape
     "PORT005": {"PORT009"},  # a sequence value has no tensor shape
     "PORT006": {"PORT009"},  # NonZero's output dim is data-dependent
-    "PORT007": {"PORT009"},  # Range over a data-dependent limit has no static length
     "PORT009": {"PORT007"},  # the reshape target is a graph input
     "PORT011": {"PORT014"},  # ORT rejects the wrong attribute type too
 }

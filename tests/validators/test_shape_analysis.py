@@ -164,3 +164,20 @@ def test_a_shape_input_left_to_compute_takes_the_folding_path():
     }""")
     assert shapes._static_by_inference(shapes.skeleton(model, ("batch",), 2), 2) is None
     assert all(run.rounds >= 1 and run.is_constant("Reshape_3", 1) for run in shapes.analyse(model, ("batch",)))
+
+
+def test_port009_does_not_judge_an_output_nothing_reads():
+    """Old Dropouts have an optional mask output that ONNX infers no shape for; unused, it carries no
+    shape into the graph (light_bvlc_alexnet's r19). Read by a node, it is judged."""
+    def model(body: str) -> onnx.ModelProto:
+        proto = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 18, "x" : 1]>
+        g (float[2, 8] x) => (float[2, 8] y) {{
+          r = Relu(x)
+          m = x.Mask(x)
+          {body}
+        }}""")
+        return proto
+
+    rule = Policy(select=("PORT009",))
+    assert validate(model("y = Relu(r)"), rule).findings == ()
+    assert [f.location.value for f in validate(model("y = Mul(r, m)"), rule).findings] == ["m"]

@@ -58,7 +58,8 @@ class StaticIntermediateShapes(Rule):
     ``Squeeze`` without axes drops the batch dim at batch 1) is an error. ONNX's
     symbolic inference alone would rename the batch after ``Reshape`` (``unk__0``) and
     cannot size a ``Range`` over the batch; fixing the batch and folding avoids both.
-    A graph output whose declared shape is not static is PORT008's finding. Only the
+    A graph output whose declared shape is not static is PORT008's finding, and an output
+    that nothing reads is not judged. Only the
     first node (in topological order) whose output loses a static dim is reported:
     everything downstream follows from it. Only the main graph is analysed: control-flow
     bodies are already errors (PORT004), and their shapes depend on the branch taken.
@@ -111,10 +112,13 @@ class StaticIntermediateShapes(Rule):
 
 
 def _judged(ctx: ModelContext) -> frozenset[str]:
-    """Node outputs this rule judges: all but graph outputs whose declared shape PORT008 rejects."""
+    """Node outputs this rule judges: those the graph uses (an input of a node or a graph output),
+    but not graph outputs whose declared shape PORT008 rejects. An output nothing reads (Dropout's
+    optional mask in old models) carries no shape into the graph."""
     graph = ctx.proto.graph
     skipped = {v.name for v in graph.output if not _declared_static(v)}
-    return frozenset(o for n in graph.node for o in n.output if o and o not in skipped)
+    used = {i for n in graph.node for i in n.input} | {v.name for v in graph.output}
+    return frozenset(o for n in graph.node for o in n.output if o and o in used and o not in skipped)
 
 
 def _batches(analysis) -> tuple[int | None, ...]:
