@@ -131,6 +131,14 @@ def _untyped_shape(value: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
     return copy
 
 
+def _external_constant(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a ``Constant`` whose value lies in an external file, else None."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
+        return None
+    return next((a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR
+                 and a.t.data_location == onnx.TensorProto.EXTERNAL), None)
+
+
 def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None) -> onnx.ModelProto:
     """A copy of the main graph without large payloads, value_info, declared output shapes,
     node metadata, and (when ``batch`` is given) with the batch symbol fixed to it.
@@ -142,6 +150,10 @@ def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None
     g = out.graph
     g.name = graph.name
     for index, node in enumerate(graph.node):
+        external = _external_constant(node)
+        if external is not None:  # its bytes are never read: its output is an input of the copy
+            g.input.append(onnx.helper.make_tensor_value_info(node.output[0], external.data_type, list(external.dims)))
+            continue
         copy = g.node.add()
         copy.CopyFrom(node)
         copy.name = node_label(node, index)
