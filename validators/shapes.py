@@ -134,6 +134,14 @@ def _untyped_shape(value: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
     return copy
 
 
+def _external_constant(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor of a ``Constant`` whose value lies in an external file, else None."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
+        return None
+    return next((a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR
+                 and a.t.data_location == onnx.TensorProto.EXTERNAL), None)
+
+
 def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None) -> onnx.ModelProto:
     """A copy of the main graph without large payloads, value_info, declared output shapes,
     node metadata, and (when ``batch`` is given) with the batch symbol fixed to it.
@@ -145,6 +153,10 @@ def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None
     g = out.graph
     g.name = graph.name
     for index, node in enumerate(graph.node):
+        external = _external_constant(node)
+        if external is not None:  # its bytes are never read: its output is an input of the copy
+            g.input.append(onnx.helper.make_tensor_value_info(node.output[0], external.data_type, list(external.dims)))
+            continue
         copy = g.node.add()
         copy.CopyFrom(node)
         copy.name = node_label(node, index)
@@ -272,10 +284,8 @@ def _resolve(model: onnx.ModelProto) -> tuple[ir.Model, dict[str, Dims], int]:
 
 
 def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[str, int], np.ndarray]]:
-    """Which node inputs are constant, and the values of the small ones. An external tensor (a
-    ``Constant`` naming an external file) is never read: validation opens no path a model names."""
-    import onnx_ir as ir
-
+    """Which node inputs are constant, and the values of the small ones (the copy holds no
+    external tensor: :func:`skeleton` turned them into inputs)."""
     constant: set[tuple[str, int]] = set()
     values: dict[tuple[str, int], np.ndarray] = {}
     for node in model.graph:
@@ -285,7 +295,7 @@ def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[
             tensor = value.const_value if value is not None else None
             if value is None or tensor is not None:
                 constant.add((node.name, i))
-            if tensor is not None and tensor.size <= SMALL_VALUE and not isinstance(tensor, ir.ExternalTensor):
+            if tensor is not None and tensor.size <= SMALL_VALUE:
                 values[(node.name, i)] = tensor.numpy()
     return frozenset(constant), values
 
