@@ -18,12 +18,13 @@ def fixture_file(tmp_path: Path):
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli():
     """The ``portable`` CLI run in-process by click's runner: ``cli("validate", path) -> Result``.
 
     Exceptions the CLI does not handle propagate (``catch_exceptions=False``), so a crash
-    fails the test with its traceback instead of passing as some exit code."""
+    fails the test with its traceback instead of passing as some exit code. Each call gets a
+    fresh runner, so the fixture holds no state: session scope lets module-scoped fixtures use it."""
     from click.testing import CliRunner
 
     from portable.cli import cli as group

@@ -1,4 +1,4 @@
-"""``portable fix`` through click's CliRunner: exit codes 0/1/2/3, messages, and the JSON schema."""
+"""``portable fix`` through the cli fixture: exit codes 0/1/2/3, messages, and the JSON schema."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import sys
 import jsonschema
 import onnx
 import pytest
-from click.testing import CliRunner
 from referencing import Registry, Resource
 from support import FIXTURES, ROOT
-
-from portable.cli import cli
 
 SCHEMAS = ROOT / "portable" / "schemas"
 
@@ -29,8 +26,14 @@ def _load_build():
 models = _load_build()
 
 
-def run(*args: str):
-    return CliRunner().invoke(cli, ["fix", *args], catch_exceptions=False)
+@pytest.fixture
+def run(cli):
+    """``portable fix ARGS`` through the cli fixture."""
+
+    def invoke(*args: str):
+        return cli("fix", *args)
+
+    return invoke
 
 
 def _check_schema(data: dict) -> None:
@@ -41,7 +44,7 @@ def _check_schema(data: dict) -> None:
     jsonschema.Draft202012Validator(schema, registry=registry).validate(data)
 
 
-def test_portable_model_exits_0_with_the_table_and_no_stderr(tmp_path):
+def test_portable_model_exits_0_with_the_table_and_no_stderr(tmp_path, run):
     out = tmp_path / "out.onnx"
     result = run(str(models.write("opset13", tmp_path)), "-o", str(out), "-q")
     assert result.exit_code == 0 and result.stderr == "" and out.is_file()
@@ -51,7 +54,7 @@ def test_portable_model_exits_0_with_the_table_and_no_stderr(tmp_path):
     assert "proof: holds at batch 1, 3" in result.stdout and "honours the contract" in result.stdout
 
 
-def test_remaining_findings_exit_1_and_name_node_and_hint(tmp_path):
+def test_remaining_findings_exit_1_and_name_node_and_hint(tmp_path, run):
     result = run(str(models.write("control_flow", tmp_path)), "-o", str(tmp_path / "out.onnx"))
     assert result.exit_code == 1
     assert "not fixable automatically (1)" in result.stdout and "PORT004" in result.stdout
@@ -59,7 +62,7 @@ def test_remaining_findings_exit_1_and_name_node_and_hint(tmp_path):
     assert (tmp_path / "out.onnx").is_file()
 
 
-def test_strict_exits_1_and_writes_nothing(tmp_path):
+def test_strict_exits_1_and_writes_nothing(tmp_path, run):
     result = run(str(models.write("control_flow", tmp_path)), "-o", str(tmp_path / "out.onnx"), "--strict")
     assert result.exit_code == 1 and not (tmp_path / "out.onnx").exists()
     assert "nothing written" in result.stdout
@@ -71,20 +74,20 @@ def test_strict_exits_1_and_writes_nothing(tmp_path):
     (["--dim", "Q=3"], "--dim Q: no such symbolic dim"),
     (["--select", "PORTX"], "bad rule id"),
 ])
-def test_usage_errors_exit_2(tmp_path, args, message):
+def test_usage_errors_exit_2(tmp_path, args, message, run):
     result = run(str(models.write("named_dims", tmp_path)), "-o", str(tmp_path / "out.onnx"), *args)
     assert result.exit_code == 2 and message in result.stderr
     assert not (tmp_path / "out.onnx").exists()
 
 
-def test_existing_output_needs_force(tmp_path):
+def test_existing_output_needs_force(tmp_path, run):
     out = tmp_path / "out.onnx"
     out.write_bytes(b"keep")
     result = run(str(models.write("opset13", tmp_path)), "-o", str(out))
     assert result.exit_code == 2 and "file exists; pass --force" in result.stderr and out.read_bytes() == b"keep"
 
 
-def test_unreadable_model_exits_3(tmp_path):
+def test_unreadable_model_exits_3(tmp_path, run):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model at all")
     result = run(str(bad), "-o", str(tmp_path / "out.onnx"))
@@ -92,7 +95,7 @@ def test_unreadable_model_exits_3(tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_original_that_cannot_run_exits_3_unless_no_verify(tmp_path):
+def test_original_that_cannot_run_exits_3_unless_no_verify(tmp_path, run):
     source = tmp_path / "custom.onnx"
     source.write_bytes(onnx.parser.parse_model("""
 <ir_version: 8, opset_import: ["" : 18, "com.acme" : 1]>
@@ -104,7 +107,7 @@ g (float[batch, 4] x) => (float[batch, 4] y) { y = com.acme.Swish(x) }""").Seria
     assert result.exit_code == 1 and out.exists() and "PORT002" in result.stdout
 
 
-def test_json_output_validates_against_the_schema(tmp_path):
+def test_json_output_validates_against_the_schema(tmp_path, run):
     result = run(str(models.write("external", tmp_path)), "-o", str(tmp_path / "out.onnx"), "--format", "json")
     assert result.exit_code == 0 and result.stderr == ""
     data = json.loads(result.stdout)
@@ -112,7 +115,7 @@ def test_json_output_validates_against_the_schema(tmp_path):
     assert data["bytes_internalized"] == 64 and data["written"] and data["proof"]["ok"]
 
 
-def test_json_of_a_refusal_validates_too(tmp_path):
+def test_json_of_a_refusal_validates_too(tmp_path, run):
     source = models.write_external(tmp_path / "m" / "m.onnx", "../w.bin", tmp_path / "w.bin")
     result = run(str(source), "-o", str(tmp_path / "out.onnx"), "--format", "json")
     assert result.exit_code == 1 and "not a plain relative path" in result.stderr
@@ -121,7 +124,7 @@ def test_json_of_a_refusal_validates_too(tmp_path):
     assert data["written"] is False and data["remedies"][0]["status"] == "refused"
 
 
-def test_schema_rejects_a_bad_report(tmp_path):
+def test_schema_rejects_a_bad_report(tmp_path, run):
     result = run(str(models.write("opset13", tmp_path)), "-o", str(tmp_path / "out.onnx"), "--format", "json")
     data = json.loads(result.stdout)
     data["remedies"][0]["status"] = "maybe"
@@ -129,17 +132,17 @@ def test_schema_rejects_a_bad_report(tmp_path):
         _check_schema(data)
 
 
-def test_fix_is_listed_and_its_help_names_the_exit_codes():
-    assert "fix" in CliRunner().invoke(cli, ["--help"]).output.split()
+def test_fix_is_listed_and_its_help_names_the_exit_codes(run, cli):
+    assert "fix" in cli("--help").output.split()
     assert "3 unreadable model" in " ".join(run("--help").output.split())
 
 
-def test_unreadable_and_listed_paths_are_named(tmp_path):
+def test_unreadable_and_listed_paths_are_named(tmp_path, run):
     result = run(str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "out.onnx"))
     assert result.exit_code == 3 and "missing.onnx: no such file" in result.stderr
 
 
-def test_inputs_npz_proves_what_random_inputs_cannot(tmp_path):
+def test_inputs_npz_proves_what_random_inputs_cannot(tmp_path, run):
     import numpy as np
 
     source = tmp_path / "gather.onnx"

@@ -1,4 +1,4 @@
-"""The validate, rules and explain commands through click's CliRunner: exit codes and messages."""
+"""The validate, rules and explain commands through the cli fixture: exit codes and messages."""
 
 from __future__ import annotations
 

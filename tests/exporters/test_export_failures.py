@@ -5,16 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from portable.cli import cli
-
 DECOMPOSE = "fixtures/models/decompose.py"
 
 
-def _export(tmp_path: Path, spec: str, *extra: str) -> tuple[object, Path]:
+def _export(cli, tmp_path: Path, spec: str, *extra: str) -> tuple[object, Path]:
     out = tmp_path / "m.onnx"
-    result = CliRunner().invoke(cli, [*extra, "export", spec, "-o", str(out), "--format", "json"])
+    result = cli(*extra, "export", spec, "-o", str(out), "--format", "json")
     return result, out
 
 
@@ -23,8 +19,8 @@ def _findings(stdout: str) -> list[dict]:
     return [f for report in payload["reports"] for f in report["findings"]]
 
 
-def test_decomposition_failure_is_port104_at_the_models_line_with_json_and_a_quiet_stderr(tmp_path):
-    result, out = _export(tmp_path, f"{DECOMPOSE}:build")
+def test_decomposition_failure_is_port104_at_the_models_line_with_json_and_a_quiet_stderr(cli, tmp_path):
+    result, out = _export(cli, tmp_path, f"{DECOMPOSE}:build")
     assert result.exit_code == 1, result.output
     [finding] = _findings(result.stdout)
     assert finding["rule"] == "PORT104" and "Cannot view a tensor" in finding["message"]
@@ -36,15 +32,15 @@ def test_decomposition_failure_is_port104_at_the_models_line_with_json_and_a_qui
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_debug_shows_torchs_report(tmp_path):
-    result, _ = _export(tmp_path, f"{DECOMPOSE}:build", "--debug")
+def test_debug_shows_torchs_report(cli, tmp_path):
+    result, _ = _export(cli, tmp_path, f"{DECOMPOSE}:build", "--debug")
     assert result.exit_code == 1
     assert "Traceback" in result.stderr and "While executing" in result.stderr and "Cannot view" in result.stderr
     assert _findings(result.stdout)[0]["rule"] == "PORT104"  # stdout stays the JSON report
 
 
-def test_sdpa_attention_failure_hints_eager_attention(tmp_path):
-    result, _ = _export(tmp_path, f"{DECOMPOSE}:build_sdpa")
+def test_sdpa_attention_failure_hints_eager_attention(cli, tmp_path):
+    result, _ = _export(cli, tmp_path, f"{DECOMPOSE}:build_sdpa")
     assert result.exit_code == 1
     [finding] = _findings(result.stdout)
     assert "attn_implementation='eager'" in finding["hint"] and "'sdpa'" in finding["hint"]
@@ -53,8 +49,8 @@ def test_sdpa_attention_failure_hints_eager_attention(tmp_path):
 FILTER = "fixtures/models/filter_boxes.py"
 
 
-def test_data_dependent_size_is_port106_at_the_line_that_made_it(tmp_path):
-    result, out = _export(tmp_path, f"{FILTER}:build")
+def test_data_dependent_size_is_port106_at_the_line_that_made_it(cli, tmp_path):
+    result, out = _export(cli, tmp_path, f"{FILTER}:build")
     assert result.exit_code == 1, result.output
     [finding] = _findings(result.stdout)
     assert (finding["rule"], finding["severity"]) == ("PORT106", "error")
@@ -64,8 +60,8 @@ def test_data_dependent_size_is_port106_at_the_line_that_made_it(tmp_path):
     assert result.stderr.count("\n") == 1 and not out.exists()
 
 
-def test_precheck_reports_the_data_dependent_size_as_an_error_not_a_branch():
-    result = CliRunner().invoke(cli, ["precheck", f"{FILTER}:build", "--format", "json"])
+def test_precheck_reports_the_data_dependent_size_as_an_error_not_a_branch(cli):
+    result = cli("precheck", f"{FILTER}:build", "--format", "json")
     assert result.exit_code == 1, result.output
     findings = _findings(result.stdout)
     assert [(f["rule"], f["severity"]) for f in findings] == [("PORT106", "error")]
@@ -101,12 +97,12 @@ def test_model_frame_is_the_innermost_line_of_model_code_not_torch(tmp_path):
     assert attention_hint(Model(), frame) is None
 
 
-def test_precheck_runs_torch_onnx_too_and_finds_the_decomposition_failure():
+def test_precheck_runs_torch_onnx_too_and_finds_the_decomposition_failure(cli):
     spec = f"{DECOMPOSE}:build_sdpa"
-    result = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--format", "json"])
+    result = cli("precheck", spec, "--no-graph-breaks", "--format", "json")
     assert result.exit_code == 1, result.output
     [finding] = _findings(result.stdout)
     assert finding["rule"] == "PORT104" and finding["location"]["source"]["line"] == 29
     assert "attn_implementation='eager'" in finding["hint"]
-    skipped = CliRunner().invoke(cli, ["precheck", spec, "--no-graph-breaks", "--no-translate"])
+    skipped = cli("precheck", spec, "--no-graph-breaks", "--no-translate")
     assert skipped.exit_code == 0, skipped.output  # torch.export alone traces it

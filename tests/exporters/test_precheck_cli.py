@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
-
-from portable.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,9 +19,9 @@ PRECHECK = {
 
 
 @pytest.mark.parametrize("name", sorted(PRECHECK))
-def test_precheck_reports_the_construct_at_its_line(name):
+def test_precheck_reports_the_construct_at_its_line(cli, name):
     rule, code, line = PRECHECK[name]
-    result = CliRunner().invoke(cli, ["precheck", f"fixtures/models/{name}.py:build", "--format", "json"])
+    result = cli("precheck", f"fixtures/models/{name}.py:build", "--format", "json")
     assert result.exit_code == code, result.output
     payload = json.loads(result.stdout)
     findings = payload["reports"][0]["findings"]  # the JSON report format: one entry per model
@@ -33,22 +30,21 @@ def test_precheck_reports_the_construct_at_its_line(name):
     assert findings[0]["location"]["source"]["line"] == line
 
 
-def test_precheck_passes_a_good_model():
-    result = CliRunner().invoke(cli, ["precheck", "fixtures/models/cnn.py:build", "--no-graph-breaks"])
+def test_precheck_passes_a_good_model(cli):
+    result = cli("precheck", "fixtures/models/cnn.py:build", "--no-graph-breaks")
     assert result.exit_code == 0, result.output
 
 
-def test_cli_export_json_and_failure_exit_codes(tmp_path):
-    runner = CliRunner()
+def test_cli_export_json_and_failure_exit_codes(cli, tmp_path):
     out = tmp_path / "cnn.onnx"
-    ok = runner.invoke(cli, ["export", "fixtures/models/cnn.py:build", "-i", "x=1x3x32x32", "-o", str(out),
-                             "--format", "json", "--no-verify"])
+    ok = cli("export", "fixtures/models/cnn.py:build", "-i", "x=1x3x32x32", "-o", str(out), "--format", "json",
+             "--no-verify")
     assert ok.exit_code == 0, ok.output
     payload = json.loads(ok.stdout)
     assert payload["path"] == str(out) and payload["fingerprint"].startswith("sha256:") and out.is_file()
-    bad = runner.invoke(cli, ["export", "fixtures/models/branch.py:build", "-o", str(tmp_path / "b.onnx"), "-q"])
+    bad = cli("export", "fixtures/models/branch.py:build", "-o", str(tmp_path / "b.onnx"), "-q")
     assert bad.exit_code == 1 and "PORT101" in bad.output and not (tmp_path / "b.onnx").exists()
-    usage = runner.invoke(cli, ["export", "fixtures/models/cnn.py:build", "-i", "x=1xbad", "-o", str(tmp_path / "u.onnx")])
+    usage = cli("export", "fixtures/models/cnn.py:build", "-i", "x=1xbad", "-o", str(tmp_path / "u.onnx"))
     assert usage.exit_code == 2 and "NAME=1x3x224x224" in usage.output
 
 

@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 from torch import nn
 
 import portable
-from portable.cli import cli
 from portable.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +45,9 @@ def test_verify_and_compare_agree_on_an_integer_input_model(tmp_path):
     assert all(v > 0 for v in verified.values())
 
 
-def test_degenerate_output_is_flagged_in_verify_and_on_stderr(tmp_path):
+def test_degenerate_output_is_flagged_in_verify_and_on_stderr(cli, tmp_path):
     out = tmp_path / "zero.onnx"
-    result = CliRunner().invoke(cli, ["export", "fixtures/models/zero_head.py:build", "-o", str(out), "-q"])
+    result = cli("export", "fixtures/models/zero_head.py:build", "-o", str(out), "-q")
     assert result.exit_code == 0, result.output  # a warning, not a failure
     assert "degenerate: parity proves nothing" in result.stderr
     from portable.exporters.spec_export import export_spec

@@ -27,14 +27,10 @@ def test_refuses_to_overwrite_without_force(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
 
 
-def test_cli_refuses_to_overwrite_before_exporting(tmp_path):
-    from click.testing import CliRunner
-
-    from portable.cli import cli
-
+def test_cli_refuses_to_overwrite_before_exporting(cli, tmp_path):
     target = tmp_path / "m.onnx"
     target.write_bytes(b"old")
-    result = CliRunner().invoke(cli, ["export", "fixtures/models/cnn.py:build", "-o", str(target), "-q"])
+    result = cli("export", "fixtures/models/cnn.py:build", "-o", str(target), "-q")
     assert result.exit_code == 2 and "--force" in result.output
     assert target.read_bytes() == b"old"
 

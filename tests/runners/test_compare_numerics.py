@@ -58,13 +58,8 @@ def test_unknown_compile_modes_are_usage_errors(models: ModuleType, cnn_onnx: Pa
         compare(cnn_onnx, module, device="cpu", compile_mode=mode, timing=None)
 
 
-def test_cli_rejects_an_unknown_compile_mode_before_loading_anything(cnn_onnx: Path) -> None:
-    from click.testing import CliRunner
-
-    from portable.cli import cli
-
-    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", "nowhere.py:nothing",
-                                      "--compile-mode", "default,fastest", "-q"])
+def test_cli_rejects_an_unknown_compile_mode_before_loading_anything(cli, cnn_onnx: Path) -> None:
+    result = cli("compare", str(cnn_onnx), "--reference", "nowhere.py:nothing", "--compile-mode", "default,fastest", "-q")
     assert result.exit_code == 2 and "unknown mode fastest" in result.stderr
 
 

@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
-
-from portable.cli import cli
 
 MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
 
@@ -33,14 +30,14 @@ needs_ort_cuda = pytest.mark.skipif(not _ort_has_cuda(), reason="needs onnxrunti
 QUICK = ["--warmup-ms", "20", "--warmup-max-ms", "500", "--iterations", "5", "--duration-ms", "50"]
 
 
-def run_json(*args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
-    result = CliRunner().invoke(cli, ["compare", *args, "--format", "json", "-q"])
+def run_json(cli, *args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    result = cli("compare", *args, "--format", "json", "-q")
     return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
 
 
-def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cnn_onnx: Path) -> None:
-    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda",
-                                      "--batch", "1,8", "--format", "json", "-q", "--ep", "cpu", *QUICK])
+def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cli, cnn_onnx: Path) -> None:
+    result = cli("compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
+                 "--format", "json", "-q", "--ep", "cpu", *QUICK)
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["setup"]["device"] == "cuda" and data["setup"]["tf32"] is False
@@ -50,15 +47,15 @@ def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cnn_onnx: Path)
     assert any("TF32 off" in n for n in data["notes"])
 
 
-def test_perturbed_model_fails_on_cuda(cnn_scaled_onnx: Path) -> None:
-    result = CliRunner().invoke(cli, ["compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device",
-                                      "cuda", "--no-compile", "--no-latency", "-q"])
+def test_perturbed_model_fails_on_cuda(cli, cnn_scaled_onnx: Path) -> None:
+    result = cli("compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--no-compile",
+                 "--no-latency", "-q")
     assert result.exit_code == 1 and "parity: FAIL" in result.stdout
 
 
 @needs_ort_cuda
-def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(cnn_onnx: Path) -> None:
-    code, data, err = run_json(str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
+def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(cli, cnn_onnx: Path) -> None:
+    code, data, err = run_json(cli, str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
                                "--ep", "cuda,cuda-graph,cpu", "--compile-mode", "default", *QUICK)
     assert code == 0, err
     options = data["setup"]["provider_options"]
@@ -73,16 +70,16 @@ def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(c
 
 
 @needs_ort_cuda
-def test_tf32_mode_reaches_the_cuda_provider(cnn_onnx: Path) -> None:
-    code, data, err = run_json(str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+def test_tf32_mode_reaches_the_cuda_provider(cli, cnn_onnx: Path) -> None:
+    code, data, err = run_json(cli, str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
                                "--no-compile", "--no-latency", "--tf32")
     assert code == 0, err
     assert data["setup"]["numerics"] == "tf32" and data["setup"]["provider_options"]["ort-cuda"]["use_tf32"] == "1"
 
 
 @needs_ort_cuda
-def test_scaled_weight_fails_ort_cuda_against_eager_in_strict_mode(cnn_scaled_onnx: Path) -> None:
-    code, data, _ = run_json(str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+def test_scaled_weight_fails_ort_cuda_against_eager_in_strict_mode(cli, cnn_scaled_onnx: Path) -> None:
+    code, data, _ = run_json(cli, str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
                              "--no-compile", "--no-latency")
     assert code == 1 and any(f.startswith("ort-cuda vs eager") for f in data["failures"])
 

@@ -7,20 +7,24 @@ import json
 from pathlib import Path
 from types import ModuleType
 
-from click.testing import CliRunner
-
-from portable.cli import cli
+import pytest
 
 MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
 QUICK = ["--device", "cpu", "--no-latency", "--batch", "2,8", "--format", "json", "-q"]
 
 
-def compare_json(model: Path, spec: str, *extra: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(cli, ["compare", str(model), "--reference", f"{MODELS_FILE}:{spec}", *QUICK, *extra])
-    return result.exit_code, json.loads(result.stdout)
+@pytest.fixture
+def compare_json(cli):
+    """``compare_json(model, spec, *extra) -> (exit code, JSON report)``: ``portable compare`` through the cli fixture."""
+
+    def run(model: Path, spec: str, *extra: str) -> tuple[int, dict]:
+        result = cli("compare", str(model), "--reference", f"{MODELS_FILE}:{spec}", *QUICK, *extra)
+        return result.exit_code, json.loads(result.stdout)
+
+    return run
 
 
-def test_fp16_export_passes_at_the_fp16_defaults(encoder_fp16_onnx: Path) -> None:
+def test_fp16_export_passes_at_the_fp16_defaults(compare_json, encoder_fp16_onnx: Path) -> None:
     code, data = compare_json(encoder_fp16_onnx, "encoder_fp16", "--no-compile")
     assert code == 0, data["failures"]
     outputs = [o for p in data["parity"] for o in p["outputs"]]
@@ -31,12 +35,12 @@ def test_fp16_export_passes_at_the_fp16_defaults(encoder_fp16_onnx: Path) -> Non
     assert any(n.startswith("float16 outputs: the default tolerance adds") for n in data["notes"])
 
 
-def test_fp16_changed_attribute_fails(encoder_fp16_eps_onnx: Path) -> None:
+def test_fp16_changed_attribute_fails(compare_json, encoder_fp16_eps_onnx: Path) -> None:
     code, data = compare_json(encoder_fp16_eps_onnx, "encoder_fp16", "--no-compile")
     assert code == 1 and "ort-cpu vs eager (batch 2): add_102, mean" in data["failures"]
 
 
-def test_fp16_defaults_catch_a_ten_percent_weight_but_not_one_percent(cnn_fp16_onnx: Path,
+def test_fp16_defaults_catch_a_ten_percent_weight_but_not_one_percent(compare_json, cnn_fp16_onnx: Path,
                                                                        cnn_fp16_scaled: dict[float, Path]) -> None:
     one, ten = cnn_fp16_scaled[1.01], cnn_fp16_scaled[1.1]
     assert compare_json(cnn_fp16_onnx, "cnn_fp16", "--no-compile")[0] == 0
@@ -45,7 +49,7 @@ def test_fp16_defaults_catch_a_ten_percent_weight_but_not_one_percent(cnn_fp16_o
     assert compare_json(one, "cnn_fp16", "--no-compile")[0] == 0
 
 
-def test_bf16_ort_cpu_cannot_run_it_and_compiled_is_still_compared(models: ModuleType, onnx_dir: Path) -> None:
+def test_bf16_ort_cpu_cannot_run_it_and_compiled_is_still_compared(compare_json, models: ModuleType, onnx_dir: Path) -> None:
     module, example = models.encoder_bf16()
     path = Path(models.export(module, example, str(onnx_dir / "encoder_bf16.onnx"), [{0: "batch", 1: "seq"}]))
     code, data = compare_json(path, "encoder_bf16")

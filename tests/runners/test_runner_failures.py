@@ -70,33 +70,25 @@ def test_out_of_memory_in_the_latency_phase_keeps_the_other_timings(monkeypatch,
     assert "latency phase: OutOfMemoryError" in report.runner_errors[0]
 
 
-def test_cli_reports_runner_errors_with_exit_3(monkeypatch, cnn_onnx):
-    from click.testing import CliRunner
-
-    from portable.cli import cli
-
+def test_cli_reports_runner_errors_with_exit_3(cli, monkeypatch, cnn_onnx):
     monkeypatch.setattr(CompiledRunner, "_build", _compile_fails)
     spec = f"{Path(__file__).resolve().with_name('runner_models.py')}:cnn"
-    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec, "--device", "cpu",
-                                      "--no-latency", "-q", "--batch", "2"])
+    result = cli("compare", str(cnn_onnx), "--reference", spec, "--device", "cpu", "--no-latency", "-q", "--batch", "2")
     assert result.exit_code == 3
     assert "inductor could not compile" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("kind", ["dtype", "shape"])
-def test_wrong_npz_inputs_are_one_line_errors(tmp_path, cnn_onnx, kind):
+def test_wrong_npz_inputs_are_one_line_errors(cli, tmp_path, cnn_onnx, kind):
     import numpy as np
-    from click.testing import CliRunner
-
-    from portable.cli import cli
 
     data = tmp_path / "inputs.npz"
     bad = np.zeros((2, 3, 16, 16), dtype="U3") if kind == "dtype" else np.zeros((2, 5, 7), dtype=np.float32)
     np.savez(data, x=bad)
     spec = f"{Path(__file__).resolve().with_name('runner_models.py')}:cnn"
-    result = CliRunner().invoke(cli, ["compare", str(cnn_onnx), "--reference", spec, "--device", "cpu",
-                                      "--no-latency", "--no-compile", "-q", "--inputs", str(data)])
+    result = cli("compare", str(cnn_onnx), "--reference", spec, "--device", "cpu", "--no-latency", "--no-compile", "-q",
+                 "--inputs", str(data))
     assert result.exit_code == 3, result.output
     assert "inputs.npz" in result.stderr or "'x'" in result.stderr
     assert "Traceback" not in result.output

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from click.testing import CliRunner
 
-from portable.cli import cli
 from portable.policy import Policy
 from portable.validators import validate
 from portable.validators.graphs import iter_scopes
@@ -81,8 +79,8 @@ EXPECTED_ORT = {
 }
 
 
-def _validate(*args: str) -> tuple[int, dict[str, dict]]:
-    result = CliRunner().invoke(cli, ["validate", "--format", "json", *args, str(DATA)], catch_exceptions=False)
+def _validate(cli, *args: str) -> tuple[int, dict[str, dict]]:
+    result = cli("validate", "--format", "json", *args, str(DATA))
     reports = json.loads(result.output)["reports"]
     return result.exit_code, {str(Path(r["path"]).relative_to(DATA)): r for r in reports}
 
@@ -92,8 +90,8 @@ def _rules(report: dict) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def serial() -> dict[str, dict]:
-    code, reports = _validate("--jobs", "1")
+def serial(cli) -> dict[str, dict]:
+    code, reports = _validate(cli, "--jobs", "1")
     assert code == 1
     assert len(reports) >= 140, f"the onnx wheel carries {len(reports)} models under {DATA}"
     return reports
@@ -116,14 +114,14 @@ def test_named_models_fire_exactly(serial, name):
     assert _rules(serial[name]) == EXPECTED[name]
 
 
-def test_jobs_2_equals_serial(serial):
-    code, parallel = _validate("--jobs", "2")
+def test_jobs_2_equals_serial(cli, serial):
+    code, parallel = _validate(cli, "--jobs", "2")
     assert code == 1
     assert parallel == serial
 
 
-def test_ort_check_catches_missing_kernels_quietly(capfd):
-    code, reports = _validate("--ort")
+def test_ort_check_catches_missing_kernels_quietly(cli, capfd):
+    code, reports = _validate(cli, "--ort")
     assert code == 1
     assert capfd.readouterr().err == ""  # onnxruntime's own logger stays quiet
     for name, (rules, kernel) in EXPECTED_ORT.items():
