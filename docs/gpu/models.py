@@ -66,6 +66,23 @@ def vit_b16_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return convert_precision(*vit_b16(), "fp16")
 
 
+def vit_b16_head() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """ViT-B/16 whose classification head is re-initialised (normal, std 0.02, seed 1): torchvision
+    initialises it to zeros, so every output of the random-init model is 0 and parity on it proves
+    nothing (compare flags it degenerate)."""
+    module, example = vit_b16()
+    head = module.heads.head
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        head.weight.copy_(torch.randn(head.weight.shape, generator=generator) * 0.02)
+        head.bias.copy_(torch.randn(head.bias.shape, generator=generator) * 0.02)
+    return module, example
+
+
+def vit_b16_head_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return convert_precision(*vit_b16_head(), "fp16")
+
+
 def resnet50_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return convert_precision(*resnet50(), "fp16")
 
