@@ -172,7 +172,10 @@ def _versions() -> dict[str, str]:
 
 ABOUT = """\
 Real architectures from the libraries' own model code (torchvision, timm, transformers), random
-weights (seed 0), small configs where the default is large, through the public API
+weights (seed 0; every parameter a library initialises to exact zeros is redrawn and BatchNorm's
+statistics are set from the example, `bench/zoo/weights.py`, so that outputs are not degenerate and
+graphs carry no `x + 0` a trained model would not have), small configs where the default is large,
+through the public API
 (`portable.export`, `portable.validate`, `portable.compare`). Per model, in its own subprocess
 (timeout 600 s): a bare `torch.onnx.export(dynamo=True, opset_version=18)` with a dynamic batch
 (the baseline) and onnxsim 0.8.1 on it; `portable.export` with `--batch dynamic` and `--batch 1`
