@@ -12,15 +12,17 @@ ROOT = Path(__file__).resolve().parents[1]  # the checkout
 FIXTURES = ROOT / "fixtures"
 
 
-def _load_build():
-    spec = importlib.util.spec_from_file_location("portable_rule_fixtures", FIXTURES / "rules" / "build.py")
+def load_builder(folder: str):
+    """``fixtures/FOLDER/build.py`` as a module (the fixtures are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"portable_{folder}_fixtures", FIXTURES / folder / "build.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
-rule_fixtures = _load_build()
+rule_fixtures = load_builder("rules")
+fix_fixtures = load_builder("fix")
 
 
 def save(model: onnx.ModelProto, path: Path) -> Path:

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import jsonschema
 import onnx
 import pytest
 from referencing import Registry, Resource
-from support import FIXTURES, ROOT
+from support import ROOT, fix_fixtures
 
 SCHEMAS = ROOT / "portable" / "schemas"
 
 
-def _load_build():
-    spec = importlib.util.spec_from_file_location("portable_fix_fixtures_cli", FIXTURES / "fix" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-models = _load_build()
+models = fix_fixtures
 
 
 @pytest.fixture

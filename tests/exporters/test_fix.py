@@ -3,17 +3,15 @@ refusals that write nothing, and what no remedy addresses."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import FIXTURES
+from support import fix_fixtures
 
 from portable.errors import ExitCode, FindingsError, UsageError
 from portable.exporters import fix as fix_module
@@ -21,16 +19,7 @@ from portable.exporters.fix import REMEDIES, FixFailed, Remedy, fix
 from portable.policy import Policy
 from portable.validators import validate
 
-
-def _load_build():
-    spec = importlib.util.spec_from_file_location("portable_fix_fixtures", FIXTURES / "fix" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-models = _load_build()
+models = fix_fixtures
 
 
 def _failing(path: Path) -> set[str]:
