@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.exporters.job import (
     PRECISIONS,
@@ -19,13 +19,14 @@ from portable.exporters.pipeline import run
 from portable.exporters.progress import Phases
 from portable.policy import Policy
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["PRECISIONS", "ExportFailed", "ExportResult", "capture_or_fail", "convert_precision", "eval_mode",
            "export"]
 
-_job = make_job  # the former private name (tests/exporters/conftest.py builds a job with it)
 
-
-def export(module: Any, example_inputs: Any, path: str | Path, batch: str | int = "dynamic",
+def export(module: torch.nn.Module, example_inputs: Any, path: str | Path, batch: str | int = "dynamic",
            precision: str = "fp32", policy: Policy | None = None, *, input_names: Sequence[str] | None = None,
            root: str | Path | None = None, verify: bool = True, force: bool = False, quiet: bool = True,
            phases: Phases | None = None, spec: str | None = None) -> ExportResult:

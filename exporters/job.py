@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import FindingsError, UsageError
 from portable.exporters.capture import Captured, CaptureFailed, capture
@@ -22,6 +22,9 @@ from portable.exporters.rules import precheck_finding
 from portable.exporters.verify import Parity
 from portable.policy import Policy, load_policy
 from portable.report import ValidationReport
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PRECISIONS", "ExportFailed", "ExportJob", "ExportResult", "capture_or_fail", "convert_precision",
            "eval_mode", "make_job", "specialized_inputs"]
@@ -77,7 +80,7 @@ class ExportJob:
 
 
 @contextlib.contextmanager
-def eval_mode(module: Any) -> Iterator[None]:
+def eval_mode(module: torch.nn.Module) -> Iterator[None]:
     """``module.eval()`` for the duration, then each submodule's own mode back (a frozen
     eval-mode child of a training model stays in eval)."""
     modes = [(m, m.training) for m in module.modules()]
@@ -124,7 +127,8 @@ def _resize(arg: Any, size: int, batch: str | int) -> Any:
     return with_batch(arg, size)
 
 
-def convert_precision(module: Any, args: tuple[Any, ...], precision: str) -> tuple[Any, tuple[Any, ...]]:
+def convert_precision(module: torch.nn.Module, args: tuple[Any, ...], precision: str,
+                      ) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     """fp16/bf16: a converted copy of the module, and floating inputs in that dtype."""
     import torch
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import one_line
 from portable.exporters.capture import CaptureFailed, capture
@@ -27,12 +27,15 @@ from portable.findings import Finding, Severity, SourceLocation
 from portable.policy import Policy
 from portable.report import ValidationReport
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["graph_break_findings", "precheck", "program_findings"]
 
 _CONTROL_FLOW = ("cond", "while_loop", "map_impl", "scan")
 
 
-def precheck(module: Any, example_inputs: Any, batch: str | int = "dynamic", *, root: str | Path | None = None,
+def precheck(module: torch.nn.Module, example_inputs: Any, batch: str | int = "dynamic", *, root: str | Path | None = None,
              names: Sequence[str] | None = None, policy: Policy | None = None, graph_breaks: bool = True,
              path: str = "<module>", translate: bool = True) -> ValidationReport:
     """Findings about ``module``'s Python code, as a report the formatters render."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from portable.runners.timing import (
 )
 from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import COMPILE_MODES, CompiledRunner, EagerRunner, tf32_mode
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["compare"]
 
@@ -355,7 +358,7 @@ def _compile_modes(compile_mode: str | Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
-def compare(model_path: str | Path, reference_module: Any, *, example_inputs: Sequence[Any] | None = None,
+def compare(model_path: str | Path, reference_module: torch.nn.Module, *, example_inputs: Sequence[Any] | None = None,
             device: str | None = None, compile_mode: str | Sequence[str] | None = "default",
             providers: str | Sequence[str] | None = None, batches: Sequence[int] | None = None,
             inputs: str | Path | Feeds | None = None, dims: Mapping[str, int] | None = None,

@@ -44,11 +44,11 @@ def transformer_static(export_dir: Path):
 @pytest.fixture(scope="session")
 def translated_transformer():
     """The transformer as torch translates it (before portable's passes), with its batch symbol."""
-    from portable.exporters.api import _job, capture_or_fail
+    from portable.exporters.job import capture_or_fail, make_job
     from portable.exporters.pipeline import translate
     from portable.exporters.spec_export import load_for_export
 
     module, args, names, root = load_for_export(str(FIXTURES / "transformer.py") + ":build", ())
-    job = _job(module.eval(), args, "unused.onnx", "dynamic", "fp32", None, names, root, None)
+    job = make_job(module.eval(), args, "unused.onnx", "dynamic", "fp32", None, names, root, None)
     captured = capture_or_fail(job)
     return translate(captured.program, job), captured.batch_symbol, root
