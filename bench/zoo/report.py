@@ -183,7 +183,8 @@ through the public API
 (timeout 600 s): a bare `torch.onnx.export(dynamo=True, opset_version=18)` with a dynamic batch
 (the baseline) and onnxsim 0.8.1 on it; `portable.export` with `--batch dynamic` and `--batch 1`
 (each validated and verified by the export); on portable's file `portable.validate`, onnxsim
-(the count it still removes: should be 0; negative where onnxsim gives more nodes than it was given), `Identity` count, ORT-vs-eager parity on inputs drawn
+(the count it still removes: should be 0; negative where onnxsim gives more nodes than it was
+given), `Identity` count, ORT-vs-eager parity on inputs drawn
 per input from the example's own range (ids in the vocabulary, an all-ones mask stays all ones),
 and `portable.compare --device cpu` (eager only, no latency) at batch 1 and 3 with its default
 inputs. An output whose RMS is below 1e-4 (fp32's absolute tolerance) is **degenerate**: any
