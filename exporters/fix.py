@@ -260,12 +260,6 @@ def _signature(model: ir.Model) -> tuple[Any, ...]:
             tuple(str(v.shape) for v in model.graph.outputs))
 
 
-def refused(reports: tuple[RemedyReport, ...]) -> RemedyReport | None:
-    """The first refusal of a fatal remedy, if any."""
-    fatal = {r.name for r in REMEDIES if r.fatal}
-    return next((r for r in reports if r.name in fatal and r.status == "refused"), None)
-
-
 def describe(plan: _Plan, before: ir.Model, after: ir.Model, reports: list[RemedyReport]) -> list[RemedyReport]:
     """The reports with what each measurable remedy changed written into its detail."""
     details = {

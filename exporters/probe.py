@@ -48,8 +48,8 @@ class ShapeProbe:
 
     The result stays valid while value names and shapes do not change: the passes that
     read it in :func:`~portable.exporters.passes.portable_passes` only swap shape inputs
-    for equal constants or remove unused nodes in between. A pass that changes more
-    must call :meth:`forget`.
+    for equal constants or remove unused nodes in between. A pipeline that changes more
+    between them needs a new ``ShapeProbe``.
     """
 
     def __init__(self, symbol: str | None) -> None:
@@ -63,6 +63,3 @@ class ShapeProbe:
             self._found, self._model = probes(model, self.symbol), model
             self.runs += 1
         return self._found
-
-    def forget(self) -> None:
-        self._model, self._found = None, ()
