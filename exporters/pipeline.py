@@ -36,7 +36,7 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
     with phases.phase("validate"), quiet_torch():
         proto, print_ = _serialize(model, job)
         data = proto.SerializeToString(deterministic=True)
-        report = _validate(proto, job, len(data))
+        report = _validate(data, job)
     parity = None
     if verify:
         with phases.phase("verify"):
@@ -78,10 +78,11 @@ def _serialize(model: ir.Model, job: ExportJob) -> tuple[onnx.ModelProto, str]:
     return proto, print_
 
 
-def _validate(proto: onnx.ModelProto, job: ExportJob, size: int | None) -> ValidationReport:
-    from portable.validators import validate_proto
+def _validate(data: bytes, job: ExportJob) -> ValidationReport:
+    """The rules over the bytes about to be written, read as ``portable validate`` reads the file."""
+    from portable.validators import validate_bytes
 
-    report = validate_proto(proto, str(job.path), job.policy, size=size)
+    report = validate_bytes(data, str(job.path), job.policy)
     if report.error is not None:  # a rule crashed: portable's failure, not the model's (exit 3)
         raise InternalError(f"validating the export failed: {report.error}", path=str(job.path))
     if not report.ok:

@@ -39,9 +39,9 @@ class ModelContext:
         return self.lean.stripped.get(index)
 
     def source(self) -> str | bytes:
-        """The whole model for a library that parses it itself (onnxruntime): the file it was
+        """The whole model for a library that parses it itself (onnxruntime): the file (or bytes) it was
         lean-parsed from, so no copy of its weights is made here, else the serialized proto."""
-        return self.lean.path if self.lean is not None else self.proto.SerializeToString()
+        return self.lean.source() if self.lean is not None else self.proto.SerializeToString()
 
     @cached_property
     def scopes(self) -> tuple[GraphScope, ...]:

@@ -10,18 +10,18 @@ from typing import Any
 
 import onnx
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from portable.errors import InputError, UsageError
 from portable.findings import Finding
 from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.context import ModelContext
-from portable.validators.lean import release
-from portable.validators.loading import load_model_file
+from portable.validators.lean import Unscannable, parse_lean_bytes, release
+from portable.validators.loading import load_model_file, parse_model_bytes
 from portable.validators.rules import ALL_RULES, Rule
 
-__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_proto"]
+__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_bytes", "validate_proto"]
 
 IGNORE_KEY = "portable.ignore"  # metadata_props: "PORT013, PORT007: reason"
 _IGNORE = re.compile(r"^\s*((?:PORT\d{3}\s*,?\s*)+)(?::\s*(.*))?$", re.IGNORECASE)
@@ -141,6 +141,20 @@ def _validate_file(path: str | Path, policy: Policy, name: str | None, rules: Se
         return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size, rules=rules)
     finally:
         release(loaded.proto)  # the memory map of a lean parse
+
+
+def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Rule] | None = None) -> ValidationReport:
+    """Validate a serialized model (an export before it is written) the way :func:`validate` reads
+    the file ``path``: parsed lean, so no rule copies its weights (PORT011's checker gets them as
+    inputs, see ``port011_checker``), ``size`` the byte count."""
+    try:
+        proto = parse_lean_bytes(data, path).proto
+    except (Unscannable, DecodeError, RecursionError, ValueError):
+        proto = parse_model_bytes(data, path)
+    try:
+        return validate_proto(proto, path, policy, len(data), rules=rules)
+    finally:
+        release(proto)
 
 
 def _sorted(findings: Iterable[Finding]) -> tuple[Finding, ...]:

@@ -34,7 +34,7 @@ import onnx
 
 from portable.validators.shapes import SMALL_TENSOR
 
-__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean"]
+__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean", "parse_lean_bytes"]
 
 # Only tensors above this many elements are stripped (see the module docstring).
 LEAN_MIN_ELEMENTS = SMALL_TENSOR
@@ -65,7 +65,7 @@ class LeanModel:
 
     proto: onnx.ModelProto
     path: str
-    buffer: mmap.mmap
+    buffer: mmap.mmap | bytes  # the mapped file, or the serialized model an exporter holds
     stripped: dict[int, PayloadRef] = field(default_factory=dict)  # main-graph initializer index -> ref
 
     def payload(self, ref: PayloadRef) -> memoryview:
@@ -75,12 +75,16 @@ class LeanModel:
     def release(self, start: int, end: int) -> None:
         """Drop pages of [start, end) from this process (they stay in the page cache), so a
         scan over every weight never holds more than a chunk of them in resident memory."""
-        if not hasattr(mmap, "MADV_DONTNEED"):  # not every platform has it; then the kernel decides
-            return
+        if not isinstance(self.buffer, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+            return  # bytes in memory, or a platform without it: then the kernel decides
         page = mmap.PAGESIZE
         first = -(-start // page) * page  # only whole pages inside the range
         if end - first >= page:
             self.buffer.madvise(mmap.MADV_DONTNEED, first, (end - first) // page * page)
+
+    def source(self) -> str | bytes:
+        """The whole model for a library that parses it itself: the file, or the bytes in memory."""
+        return self.path if isinstance(self.buffer, mmap.mmap) else self.buffer
 
     def tensor(self, ref: PayloadRef) -> onnx.TensorProto:
         """The full tensor, parsed from its own bytes: exactly what a full parse would hold."""
@@ -106,7 +110,7 @@ def lean_of(proto: onnx.ModelProto) -> LeanModel | None:
 def release(proto: onnx.ModelProto) -> None:
     """Forget ``proto``'s lean state and unmap its file (once its validation is done)."""
     lean = _REGISTRY.pop(id(proto), None)
-    if lean is not None and lean.proto is proto:
+    if lean is not None and lean.proto is proto and isinstance(lean.buffer, mmap.mmap):
         lean.buffer.close()
 
 
@@ -126,23 +130,34 @@ def parse_lean(path: str | Path) -> LeanModel:
     with open(path, "rb") as handle:
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        pieces, stripped = _scan_model(buffer)
-        with memoryview(buffer) as view:
-            lean_bytes = b"".join([view[p[0]:p[1]] if isinstance(p, tuple) else p for p in pieces])
-        proto = onnx.ModelProto()
-        proto.ParseFromString(lean_bytes)
+        return _parse(buffer, str(path))
     except BaseException:
         buffer.close()
         raise
-    return _remember(LeanModel(proto=proto, path=str(path), buffer=buffer, stripped=stripped))
+
+
+def parse_lean_bytes(data: bytes, path: str) -> LeanModel:
+    """The same lean parse over a serialized model in memory (an export about to be written:
+    ``path`` names it in findings), so it is validated exactly as the file will be."""
+    return _parse(data, path)
+
+
+def _parse(buffer: mmap.mmap | bytes, path: str) -> LeanModel:
+    pieces, stripped = _scan_model(buffer)
+    with memoryview(buffer) as view:
+        lean_bytes = b"".join([view[p[0]:p[1]] if isinstance(p, tuple) else p for p in pieces])
+    proto = onnx.ModelProto()
+    proto.ParseFromString(lean_bytes)
+    return _remember(LeanModel(proto=proto, path=path, buffer=buffer, stripped=stripped))
 
 
 # -- the wire-format scan ---------------------------------------------------------------------
 
+_Buffer = mmap.mmap | bytes
 Piece = tuple[int, int] | bytes  # a byte range of the file, or new bytes (a length prefix)
 
 
-def _varint(buf: mmap.mmap, pos: int, end: int) -> tuple[int, int]:
+def _varint(buf: _Buffer, pos: int, end: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= end or shift > 63:
@@ -174,7 +189,7 @@ class _Field:
     length_at: int = 0  # first byte of the length prefix (LEN only)
 
 
-def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[_Field]:
+def _fields(buf: _Buffer, start: int, end: int) -> Iterator[_Field]:
     """Every field of the message in [start, end). Groups (never used by ONNX) are not handled."""
     pos = start
     while pos < end:
@@ -203,7 +218,7 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _dims(buf: mmap.mmap, f: _Field) -> list[int]:
+def _dims(buf: _Buffer, f: _Field) -> list[int]:
     """``TensorProto.dims`` values in one field occurrence (packed or not), as int64."""
     if f.wire == _VARINT:
         return [_signed(_varint(buf, f.value, f.end)[0])]
@@ -216,7 +231,7 @@ def _dims(buf: mmap.mmap, f: _Field) -> list[int]:
     return out
 
 
-def _scan_tensor(buf: mmap.mmap, start: int, end: int) -> tuple[list[Piece], PayloadRef] | None:
+def _scan_tensor(buf: _Buffer, start: int, end: int) -> tuple[list[Piece], PayloadRef] | None:
     """The tensor's bytes without ``raw_data`` and where that payload is, or None to keep it whole."""
     elements, raw = 1, []
     fields = list(_fields(buf, start, end))
@@ -245,7 +260,7 @@ def _resized(f: _Field, body: list[Piece]) -> list[Piece]:
 class _ModelScan:
     """One pass over ModelProto -> graph -> initializer, collecting the lean bytes as pieces."""
 
-    def __init__(self, buf: mmap.mmap) -> None:
+    def __init__(self, buf: _Buffer) -> None:
         self.buf = buf
         self.stripped: dict[int, PayloadRef] = {}
         self.initializers = 0  # index across every ``graph`` occurrence (protobuf merges them)
@@ -274,6 +289,6 @@ class _ModelScan:
         return _resized(f, body) if changed else [(f.start, f.end)]
 
 
-def _scan_model(buf: mmap.mmap) -> tuple[list[Piece], dict[int, PayloadRef]]:
+def _scan_model(buf: _Buffer) -> tuple[list[Piece], dict[int, PayloadRef]]:
     scan = _ModelScan(buf)
     return scan.model(), scan.stripped

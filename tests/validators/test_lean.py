@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support import rule_fixtures, save
 
 from portable.policy import Policy
-from portable.validators import validate, validate_proto
+from portable.validators import validate, validate_bytes, validate_proto
 from portable.validators.lean import LEAN_MIN_ELEMENTS, lean_of
 from portable.validators.loading import load_model_file
 
@@ -31,13 +31,16 @@ def _full(path: Path, policy: Policy):
     return validate_proto(proto, str(path), policy, len(data))
 
 
-def _same(path: Path, policy: Policy | None = None) -> list[dict]:
-    """Assert lean == full on ``path``; return the findings."""
+def _same(path: Path, policy: Policy | None = None, *, in_memory: bool = True) -> list[dict]:
+    """Assert lean == full on ``path`` (and the bytes an exporter validates before writing them,
+    ``in_memory``); return the findings."""
     policy = policy or Policy()
     lean, full = validate(path, policy), _full(path, policy)
-    assert lean.error == full.error, path
-    assert lean.model == full.model, path
-    assert [f.to_dict() for f in lean.findings] == [f.to_dict() for f in full.findings], path
+    reports = (lean, full, validate_bytes(path.read_bytes(), str(path), policy)) if in_memory else (lean, full)
+    for report in reports[1:]:
+        assert report.error == lean.error, path
+        assert report.model == lean.model, path
+        assert [f.to_dict() for f in report.findings] == [f.to_dict() for f in lean.findings], path
     return [f.to_dict() for f in lean.findings]
 
 
@@ -64,7 +67,7 @@ def test_backend_node_models(tmp_path):
     policy = Policy()
     for i, case in enumerate(cases):
         path = save(case.model, tmp_path / f"{i}.onnx")
-        _same(path, policy)
+        _same(path, policy, in_memory=False)
         path.unlink()
 
 
@@ -76,7 +79,7 @@ assert np.prod(BIG) > LEAN_MIN_ELEMENTS
 
 def _model(nodes, inits, inputs=None, outputs=("y",), ir_version=10, **graph_kw) -> onnx.ModelProto:
     ins = inputs if inputs is not None else [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 100])]
-    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs] + graph_kw.pop("output", [])
     graph = helper.make_graph(nodes, "g", ins, outs, inits, **graph_kw)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=ir_version)
 
@@ -138,7 +141,15 @@ def _built() -> dict[str, onnx.ModelProto]:
                                    [_weights()], inputs=[cond, helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                                              ["N", 100])]),
         "consumed_by_custom_op": _model([helper.make_node("Mystery", ["x", "w"], ["y"], domain="my")], [_weights()]),
+        "value_info_agrees": _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_weights(bad=())],
+                                    outputs=(), output=[_info("y", ["N", 100])], value_info=[_info("w", BIG)]),
+        "value_info_disagrees": _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_weights(bad=())],
+                                       outputs=(), output=[_info("y", ["N", 100])], value_info=[_info("w", (100, 50))]),
     }
+
+
+def _info(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
 
 @pytest.mark.parametrize("name", sorted(_built()))
@@ -147,6 +158,25 @@ def test_built_models(tmp_path, name):
     assert _stripped(path) >= 1
     _same(path)
     _same(path, ALL_RULES)
+
+
+@pytest.mark.parametrize("name,moved", [("value_info_agrees", True), ("value_info_disagrees", False)])
+def test_checker_moves_a_weight_whose_value_info_agrees(tmp_path, name, moved):
+    """Exporters write a ``value_info`` for every initializer: one that states the tensor's own type
+    lets the checker take the weight as an input (no copy of it); one that disagrees keeps it in
+    place, so the checker still sees the clash and the lean verdict is the full one."""
+    from portable.validators.context import ModelContext
+    from portable.validators.rules.port011_checker import _checker_model
+
+    path = save(_built()[name], tmp_path / f"{name}.onnx")
+    ctx = ModelContext(load_model_file(path).proto, str(path), Policy())
+    checked = _checker_model(ctx).graph
+    assert ("w" in {v.name for v in checked.input}) is moved
+    assert ("w" in {t.name for t in checked.initializer}) is not moved
+    assert ("w" in {v.name for v in checked.value_info}) is not moved
+    checker = [f["message"] for f in _same(path) if f["rule"] == "PORT011"]
+    assert checker == ([] if moved else ["onnx.checker: [ShapeInferenceError] Inferred shape and existing shape differ "
+                                         "in dimension 1: (100) vs (50)"])
 
 
 def test_nan_scan_reads_stripped_weights(tmp_path):

@@ -100,6 +100,10 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     del graph.initializer[:]
     graph.initializer.extend(t for t, out in zip(tensors, gone) if not out)
     inputs = {v.name for v in graph.input}
+    moved = {t.name for t, out in zip(tensors, gone) if out}
+    kept_infos = [v for v in graph.value_info if v.name not in moved]  # the moved input states the same type
+    del graph.value_info[:]
+    graph.value_info.extend(kept_infos)
     graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                        for t, out in zip(tensors, gone) if out and t.name not in inputs)
     _inline_other_external(copy)
@@ -134,12 +138,28 @@ def _movable(ctx: ModelContext, external: set[str]) -> set[int]:
         return set()
     graph = ctx.proto.graph
     names = [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]
-    taken = {v.name for v in (*graph.input, *graph.output, *graph.value_info)} | external
-    read = _data_read_names(ctx)
+    taken = {v.name for v in (*graph.input, *graph.output)} | external | _data_read_names(ctx)
+    infos = _value_infos(graph)
     return {index for index, ref in ctx.lean.stripped.items()
             if _passes_check_tensor(graph.initializer[index], ref.length)
             and names.count(graph.initializer[index].name) == 1
-            and graph.initializer[index].name not in taken | read}
+            and graph.initializer[index].name not in taken
+            and _same_type(graph.initializer[index], infos.get(graph.initializer[index].name))}
+
+
+def _value_infos(graph: onnx.GraphProto) -> dict[str, list[onnx.ValueInfoProto]]:
+    infos: dict[str, list[onnx.ValueInfoProto]] = {}
+    for value in graph.value_info:
+        infos.setdefault(value.name, []).append(value)
+    return infos
+
+
+def _same_type(tensor: onnx.TensorProto, infos: list[onnx.ValueInfoProto] | None) -> bool:
+    """No ``value_info`` for the tensor, or only ones that state its own type and dims (exporters
+    write them for every initializer). The moved tensor's input then says the same thing; a
+    ``value_info`` that disagrees keeps the tensor in place, so the checker still sees the clash."""
+    own = onnx.helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return all(info.type == own for info in infos or ())
 
 
 def _passes_check_tensor(tensor: onnx.TensorProto, raw_length: int) -> bool:
