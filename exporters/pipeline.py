@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
@@ -14,7 +16,8 @@ from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.translate import translate_program
 from portable.exporters.verify import Parity, verify_parity
-from portable.exporters.writer import check_size, check_target, write_atomic, write_json
+from portable.exporters.writer import check_size, check_target, write_json
+from portable.io import StagedWrite, terminate_as_interrupt
 from portable.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -33,19 +36,11 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
     with phases.phase("optimize"), quiet_torch():  # the constant folder's numpy warnings are not the user's
         portable_passes(captured.batch_symbol, job.root)(model)
         specialized_inputs(model, job)
-    with phases.phase("validate"), quiet_torch():
-        proto, print_ = _serialize(model, job)
-        data = proto.SerializeToString(deterministic=True)
-        report = _validate(data, job)
-    parity = None
-    if verify:
-        with phases.phase("verify"):
-            parity = _verify(job, data, report, proto)
     existed = job.path.exists()
-    with phases.phase("write"):
-        write_atomic(job.path, data, force)
-    manifest = build_manifest(proto, file=job.path.name, fingerprint=print_, size=len(data), precision=job.precision,
-                              batch=job.batch, policy=job.policy, report=report.to_dict(),
+    done = _check_and_write(model, job, phases, verify, force)
+    report, parity = done.report, done.parity
+    manifest = build_manifest(done.proto, file=job.path.name, fingerprint=done.fingerprint, size=done.size,
+                              precision=job.precision, batch=job.batch, policy=job.policy, report=report.to_dict(),
                               parity=parity.to_dict() if parity else None, timings=phases.timings, spec=job.spec)
     try:
         write_json(job.path.with_name(job.path.name + ".json"), manifest)
@@ -53,7 +48,36 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
         if not existed:  # no new model without its manifest
             job.path.unlink(missing_ok=True)
         raise
-    return ExportResult(job.path, print_, report, dict(phases.timings), parity, manifest)
+    return ExportResult(job.path, done.fingerprint, report, dict(phases.timings), parity, manifest)
+
+
+@dataclass(frozen=True)
+class _Written:
+    proto: onnx.ModelProto
+    fingerprint: str
+    size: int
+    report: ValidationReport
+    parity: Parity | None
+
+
+def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bool, force: bool) -> _Written:
+    """Serialize, then validate and verify the bytes while a background thread writes them to a
+    temporary file (the fsync of a large model overlaps the checks); renamed onto the target only
+    when every check passed, removed otherwise."""
+    with terminate_as_interrupt(), contextlib.ExitStack() as stack:
+        with phases.phase("validate"), quiet_torch():
+            proto, print_ = _serialize(model, job)
+            data = proto.SerializeToString(deterministic=True)
+            check_target(job.path, force)
+            staged = stack.enter_context(StagedWrite(job.path, data))
+            report = _validate(data, job)
+        parity = None
+        if verify:
+            with phases.phase("verify"):
+                parity = _verify(job, data, report, proto)
+        with phases.phase("write"):
+            staged.commit()
+    return _Written(proto, print_, len(data), report, parity)
 
 
 def translate(program: Any, job: ExportJob) -> ir.Model:

@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text"]
+__all__ = ["StagedWrite", "atomic_write_bytes", "atomic_write_text", "terminate_as_interrupt"]
 
 CHUNK = 8 * 1024**2
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """While writing, SIGTERM unwinds like Ctrl-C so nothing is left half-done."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -68,22 +68,55 @@ def _remove_stale_temps(path: Path) -> None:
 
 def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` atomically (the folder is created if missing)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(path)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    with _terminate_as_interrupt():
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
+    with terminate_as_interrupt(), StagedWrite(path, data) as staged:
+        staged.commit()
+
+
+class StagedWrite:
+    """An atomic write whose bytes go to the temporary file in a background thread (``os.write``
+    and ``fsync`` release the GIL), so a caller can check the data meanwhile; :meth:`commit`
+    waits and renames it onto the target, leaving the block without it removes the temporary.
+
+    Used as ``with StagedWrite(path, data) as staged: <checks>; staged.commit()``: a check
+    that raises (or Ctrl-C, or SIGTERM under :func:`terminate_as_interrupt`) leaves the
+    target as it was. The writer keeps its own reference to ``data``.
+    """
+
+    def __init__(self, path: str | Path, data: bytes | memoryview) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(self.path)
+        self.tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.tmp"
+        self._error: BaseException | None = None
+        self._done = False
+        self._thread = threading.Thread(target=self._write, args=(data,), name="portable-write", daemon=True)
+        self._thread.start()
+
+    def _write(self, data: bytes | memoryview) -> None:
         try:
-            _write_all(fd, data)
-            os.close(fd)
-            fd = -1
-            os.replace(tmp, path)
-        except BaseException:
-            if fd >= 0:
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
+            try:
+                _write_all(fd, data)
+            finally:
                 os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by commit()
+            self._error = exc
+
+    def commit(self) -> None:
+        """Wait for the bytes to be on disk, then rename them onto the target."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        os.replace(self.tmp, self.path)
+        self._done = True
+
+    def __enter__(self) -> StagedWrite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._done:
+            self._thread.join()
+            self.tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
