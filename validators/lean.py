@@ -32,7 +32,7 @@ from pathlib import Path
 
 import onnx
 
-from portable.validators.shapes import SMALL_TENSOR
+from portable.validators.limits import SMALL_TENSOR
 
 __all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean", "parse_lean_bytes"]
 

@@ -34,6 +34,7 @@ import onnx
 
 from portable.errors import one_line
 from portable.validators.graphs import node_label
+from portable.validators.limits import SMALL_TENSOR  # the analysis copy's limit
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -57,9 +58,6 @@ _log = logging.getLogger(__name__)
 
 BATCH_VALUES = (1, 2, 3)
 MAX_ROUNDS = 4
-# Initializers above this many elements stay out of the analysis copy (same limit as
-# onnxscript's folder input_size_limit, so nothing it could fold is lost).
-SMALL_TENSOR = 8192
 # Constant node inputs up to this size are kept for the exporter (shapes, axes, sizes).
 SMALL_VALUE = 64
 

@@ -13,7 +13,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -76,6 +75,8 @@ class PortableGroup(click.Group):
             raise
         except PortableError as exc:
             if ctx.obj and ctx.obj.get("debug"):
+                import traceback  # only under --debug (start-up)
+
                 traceback.print_exc()
             _error(str(exc))
             ctx.exit(int(exc.exit_code))
@@ -87,6 +88,8 @@ class PortableGroup(click.Group):
             ctx.exit(BROKEN_PIPE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback by default
             if ctx.obj and ctx.obj.get("debug"):
+                import traceback  # only under --debug (start-up)
+
                 traceback.print_exc()
             _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
             ctx.exit(int(ExitCode.ERROR))
