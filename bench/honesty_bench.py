@@ -2,6 +2,13 @@
 blocks) against ``torch.utils.benchmark.Timer.blocked_autorange`` on the same prepared step, in
 the same process, with the runner order as given and reversed.
 
+The two are taken in ``--slices`` alternations (portable's timing of all runners, then
+``blocked_autorange`` of each, the order reversed in every other slice), and each order's ratio
+is the median of its slices' portable figures over the median of the ``blocked_autorange``
+figures taken right after them. Taking them minutes apart is not a fair test on a machine
+whose speed drifts (docs/gpu/timing/: the H200 host's launch-bound batch-1 runs switch between
+two speeds over seconds). The GPU's SM clock (NVML) is recorded beside each slice.
+
 Runners: eager, compiled (``torch.compile`` default mode) and, given ``--onnx``, ONNX Runtime on
 each of ``--providers`` (``cuda``, ``cuda-graph``, ``cpu``), per numerics mode (strict fp32: TF32
 off in PyTorch and ``use_tf32=0`` in the CUDA provider; tf32: allowed on both) and batch size.
@@ -11,7 +18,7 @@ Goal (issue 12): |portable / torch.utils.benchmark - 1| <= 5 % for every runner,
 on a GPU. Without CUDA it runs on the CPU and says so.
 
 Usage: ``python bench/honesty_bench.py [--model resnet50|cnn] [--onnx rn50.onnx] [--batch 1,32]
-[--tf32 off,on] [--providers cuda,cuda-graph]``
+[--tf32 off,on] [--providers cuda,cuda-graph] [--slices 4] [--min-run-time 1.0]``
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ def _runners(module: Any, onnx: str | None, providers: list[str], device: str, t
     return runners
 
 
-def _theirs(step: Any) -> float:
+def _theirs(step: Any, min_run_time: float = 1.0) -> float:
     """blocked_autorange's median per call; its clock synchronises CUDA (the whole device, so ONNX
     Runtime's stream too) at each block's ends, as portable's back-to-back blocks do. Its thread
     pool is the process's (Timer's default, 1 thread, would time another configuration)."""
@@ -65,7 +72,7 @@ def _theirs(step: Any) -> float:
     from torch.utils.benchmark import Timer
 
     timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
-    return float(timer.blocked_autorange(min_run_time=1.0).median)
+    return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
 
 def _entries(runners: list[Any], feeds: dict[str, Any]) -> list[Any]:
@@ -89,6 +96,43 @@ def _timed(entries: list[Any], config: Any) -> dict[str, tuple[float, float, dic
             for m in interleave(entries, warm, config)}
 
 
+def _slices(entries: list[Any], config: Any, slices: int, min_run_time: float) -> list[dict[str, Any]]:
+    """``slices`` alternations of portable's timing and ``blocked_autorange``, the runner order as given
+    in even slices and reversed in odd ones: each portable figure is compared with the
+    ``blocked_autorange`` figure taken right after it, so a machine whose speed drifts over seconds
+    (GPU clocks, host load: docs/gpu/timing/) biases neither side."""
+    out = []
+    for index in range(slices):
+        order = entries if index % 2 == 0 else entries[::-1]
+        ours = _timed(order, config)
+        clock = _sm_clock_mhz()
+        theirs = {e.name: _theirs(e.step, min_run_time) for e in order}
+        out.append({"order": "given" if index % 2 == 0 else "reversed", "ours": ours, "theirs": theirs,
+                    "sm_clock_mhz": [clock, _sm_clock_mhz()]})
+    return out
+
+
+def _sm_clock_mhz() -> int | None:
+    """The GPU's SM clock now (NVML), or None without it: the state a reading was taken in."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001 - a diagnostic only
+        return None
+
+
+def _row(name: str, slices: list[dict[str, Any]], order: str) -> dict[str, Any]:
+    picked = [s for s in slices if s["order"] == order]
+    ours = statistics.median(s["ours"][name][0] for s in picked)
+    theirs = statistics.median(s["theirs"][name] for s in picked)
+    return {"ours_ms": round(ours * 1e3, 4), "theirs_ms": round(theirs * 1e3, 4), "ratio": round(ours / theirs, 4),
+            "slices_ms": [[round(s["ours"][name][0] * 1e3, 4), round(s["theirs"][name] * 1e3, 4)] for s in picked],
+            "p50_ms": round(statistics.median(s["ours"][name][1] for s in picked) * 1e3, 4),
+            "warmup": [s["ours"][name][2] for s in picked]}
+
+
 def one(module: Any, shape: tuple[int, ...], batch: int, tf32: bool, args: argparse.Namespace,
         device: str) -> list[dict[str, Any]]:
     import numpy as np
@@ -99,28 +143,24 @@ def one(module: Any, shape: tuple[int, ...], batch: int, tf32: bool, args: argpa
     config = TimingConfig(min_seconds=args.min_seconds)
     feeds = {"x": np.random.default_rng([0, batch]).standard_normal((batch, *shape), dtype=np.float32)}
     with tf32_mode(tf32):
-        runners = _runners(module, args.onnx, args.providers.split(","), device, tf32)
+        runners = _runners(module, args.onnx, [p for p in args.providers.split(",") if p], device, tf32)
         if args.onnx:
             import onnxruntime as ort
 
             name = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"]).get_inputs()[0].name
             feeds = {name: feeds["x"]}
         entries = _entries(runners, feeds)
-        forward = _timed(entries, config)
-        theirs = {e.name: _theirs(e.step) for e in entries}
-        backward = _timed(entries[::-1], config)
+        slices = _slices(entries, config, args.slices, args.min_run_time)
         for runner in runners:
             runner.unload()
     rows = []
     for e in entries:
-        f, b, t = forward[e.name], backward[e.name], theirs[e.name]
+        given, reversed_ = _row(e.name, slices, "given"), _row(e.name, slices, "reversed")
         rows.append({"runner": e.name, "batch": batch, "numerics": "tf32" if tf32 else "strict-fp32",
-                     "torch_benchmark_median_ms": round(t * 1e3, 4),
-                     "portable_back_to_back_ms": round(f[0] * 1e3, 4), "reversed_back_to_back_ms": round(b[0] * 1e3, 4),
-                     "portable_p50_ms": round(f[1] * 1e3, 4), "reversed_p50_ms": round(b[1] * 1e3, 4),
-                     "ratio": round(f[0] / t, 4), "ratio_reversed": round(b[0] / t, 4),
-                     "warmup": f[2], "warmup_reversed": b[2],
-                     "met": abs(f[0] / t - 1) <= GOAL and abs(b[0] / t - 1) <= GOAL})
+                     "given_order": given, "reversed_order": reversed_,
+                     "ratio": given["ratio"], "ratio_reversed": reversed_["ratio"],
+                     "sm_clock_mhz": [s["sm_clock_mhz"] for s in slices],
+                     "met": abs(given["ratio"] - 1) <= GOAL and abs(reversed_["ratio"] - 1) <= GOAL})
     return rows
 
 
@@ -132,6 +172,8 @@ def main() -> None:
     parser.add_argument("--batch", default="8")
     parser.add_argument("--tf32", default="off", help="numerics modes: off (strict fp32), on, or off,on")
     parser.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds per runner and order")
+    parser.add_argument("--slices", type=int, default=4, help="alternations of portable and blocked_autorange (half reversed)")
+    parser.add_argument("--min-run-time", type=float, default=1.0, help="blocked_autorange's min_run_time per slice")
     parser.add_argument("--jsonl", default=None, help="also append each row to this file as it is measured")
     args = parser.parse_args()
     import torch
