@@ -30,8 +30,10 @@ output's scale. Defaults and why (see docs/runners.md for the measurements):
   place, ``rtol`` the type's eps and ``atol`` its smallest subnormal (ml_dtypes' ``finfo``; the
   tests check the figures against it). Both models compute in wider types and round to 8 or 4
   bits at the end; float32 results one float32 ulp apart (a reordered sum) can round to
-  neighbouring float8 values, never further. float8_e8m0fnu holds powers of two only: its
-  neighbour is half or twice the value (rtol 1, atol its smallest value).
+  neighbouring float8 values, never further. Every neighbouring value passes; values two steps
+  apart fail from 8 times the smallest normal value up (e4m3fn: from 0.125; nearer zero the
+  allowance of one subnormal step can cover two). float8_e8m0fnu holds powers of two only: its neighbour is half or twice
+  the value (rtol 1, atol its smallest value).
 * integers (int4, uint4, int2, uint2 too), bools and strings: exact.
 """
 
