@@ -156,8 +156,8 @@ class DropDefaultAttributesPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         current = model.opset_imports.get("")
-        if current is None or current <= self.opset:
-            return ir.passes.PassResult(model, modified=False)
+        if current is None or current <= self.opset or types_newer_than(model, self.opset):
+            return ir.passes.PassResult(model, modified=False)  # no conversion down follows
         count = sum(self._drop(node, current) for node in model.graph.all_nodes()
                     if node.domain in ("", "ai.onnx"))
         return ir.passes.PassResult(model, modified=count > 0)
