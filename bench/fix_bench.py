@@ -9,8 +9,9 @@ fixture CNN and transformer exported by ``torch.onnx.export(dynamo=True)`` at op
 the proof (on the test case's own inputs where the corpus has them: random integers are not
 valid indices everywhere), validate after. A model "fixable" is one whose only failing rules are those the
 remedies address (opset, local functions, foldable shape computations, symbolic dims,
-external data); the goal is that at least 90 % of them pass after ``fix`` with the proof
-holding. A proof failure is portable's fault unless ONNX Runtime cannot run the original.
+external data) and that uses no element type the target opset lacks (float8, int4...: no
+conversion reaches opset 18; those are counted apart); the goal is that at least 90 % of them
+pass after ``fix`` with the proof holding. A proof failure is portable's fault unless ONNX Runtime cannot run the original.
 
 Models run in one child process, in order; a model that kills it (a crash in a native
 library) is recorded as such and the child is restarted after it.
@@ -44,14 +45,28 @@ Case = tuple[str, str, Path, "Path | None"]  # source, name, model, inputs for t
 
 
 def _save_inputs(arrays: list[Any], path: Path) -> Path | None:
-    """The test case's inputs as an .npz (arr_0... in input order); None when one is not a tensor."""
+    """The test case's inputs as an .npz (arr_0... in input order) that ``np.load`` reads without pickle:
+    strings as str arrays, ml_dtypes' types (float8, int4...) as their values in float32 or int8/uint8,
+    which ``load_npz`` casts back exactly; None when one is not a tensor."""
     import numpy as np
+    from onnx import TensorProto, numpy_helper
 
-    if not arrays or not all(isinstance(a, np.ndarray) and a.dtype.kind in "biuf" for a in arrays):
+    from portable.runners.comparator import comparable
+
+    arrays = [numpy_helper.to_array(a) if isinstance(a, TensorProto) else a for a in arrays]
+    arrays = [np.asarray(a) if isinstance(a, np.generic) else a for a in arrays]  # a numpy scalar: a 0-d tensor
+    if not arrays or not all(isinstance(a, np.ndarray) for a in arrays):
+        return None
+    saved = [np.vectorize(_text, otypes=[str])(a) if a.dtype.kind == "O" else comparable(a) for a in arrays]
+    if not all(a.dtype.kind in "biufUS" for a in saved):
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **{f"arr_{i}": a for i, a in enumerate(arrays)})
+    np.savez(path, **{f"arr_{i}": a for i, a in enumerate(saved)})
     return path
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _dir_inputs(model: Path, folder: Path, name: str) -> Path | None:
@@ -132,11 +147,11 @@ def _torch_models(folder: Path) -> list[Case]:
     return found
 
 
-def _fixable(path: Path, findings: list[Any]) -> bool:
+def _addressed(path: Path, findings: list[Any]) -> bool:
     """Only what the remedies address fails: the opset, model-local functions (not custom ops), shape
     computations that fold (not those fed by data: "depends on more than the batch size"), dims that
     are symbolic in the graph but not in the inputs (those need --dim, which the benchmark does not
-    guess), external data."""
+    guess), external data. "Fixable" is this without :func:`_newer_types`."""
     failing = {f.rule_id for f in findings}
     if not failing or not failing <= FIXABLE:
         return False
@@ -155,6 +170,25 @@ def _fixable(path: Path, findings: list[Any]) -> bool:
     return bool(local) and used <= local
 
 
+def _newer_types(path: Path, findings: list[Any]) -> list[str]:
+    """With PORT001 failing: the element types the model uses that the target opset does not have
+    (float8 came with opset 19, int4 with 21...). No conversion can take such a model to the target,
+    so its PORT001 is not one a remedy addresses (until this check, such models counted as fixable)."""
+    if not any(f.rule_id == "PORT001" for f in findings):
+        return []
+    import onnx
+    import onnx_ir as ir
+
+    from portable.exporters.remedies import types_newer_than
+    from portable.policy import load_policy
+
+    try:
+        model = ir.from_proto(onnx.load(str(path), load_external_data=False))
+    except Exception:  # noqa: BLE001 - a graph onnx-ir cannot read: fix says why
+        return []
+    return types_newer_than(model, load_policy().opset)
+
+
 def fix_one(source: str, name: str, path: Path, out: Path, inputs: Path | None) -> dict[str, Any]:
     """Validate, fix (with the proof), validate the result: one row of the benchmark."""
     from portable.errors import PortableError
@@ -163,9 +197,11 @@ def fix_one(source: str, name: str, path: Path, out: Path, inputs: Path | None) 
 
     before = validate(path)
     failing = {f.rule_id for f in before.failing()}
+    addressed = before.error is None and _addressed(path, list(before.failing()))
+    newer = _newer_types(path, list(before.failing())) if addressed else []
     row: dict[str, Any] = {"source": source, "name": name, "before_ok": before.ok, "before_error": before.error,
-                           "rules_before": sorted(failing),
-                           "fixable": before.error is None and _fixable(path, list(before.failing())),
+                           "rules_before": sorted(failing), "fixable": addressed and not newer,
+                           "addressed": addressed, "newer_types": newer,
                            "inputs": "test data" if inputs else "seeded"}
     start = time.perf_counter()
     try:
@@ -237,12 +273,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     faults = [r for r in rows if r["proof"] == "failed"]
     times = sorted(r["seconds"] for r in rows if r.get("seconds") is not None)
     share = len(fixed) / len(fixable) if fixable else 0.0
+    newer = [r for r in rows if r.get("addressed") and r.get("newer_types")]
     return {
         "models": len(rows), "pass_before": sum(r["before_ok"] for r in rows),
         "pass_after": sum(bool(r["after_ok"]) for r in rows),
         "fixable": len(fixable), "fixable_pass_after_with_proof": len(fixed),
         "fixable_share": round(share, 4),
         "fixable_share_runnable": round(len(fixed) / len(runnable), 4) if runnable else 0.0,
+        "not_fixable_newer_types": len(newer),  # fixable but for types the target opset lacks (float8, int4...)
+        "not_fixable_newer_types_detail": {r["name"]: r["newer_types"] for r in newer},
+        "fixable_share_counting_newer_types": round(len(fixed) / (len(fixable) + len(newer)), 4) if fixable else 0.0,
         "proof_failures": len(faults), "proof_failures_detail": [{"name": r["name"], "message": r.get("proof_message")}
                                                                  for r in faults],
         "proof_unavailable": sum(r["proof"] == "unavailable" for r in rows),

@@ -26,10 +26,12 @@ from portable.exporters.passes import BATCH, CanonicalNamesPass, FoldBatchShapes
 from portable.exporters.progress import Phases
 from portable.exporters.remedies import (
     ConvertOpsetPass,
+    DropDefaultAttributesPass,
     ExpandNewerOpsPass,
     FixBatchPass,
     FixDimsPass,
     InternalizeDataPass,
+    PReluSlopesPass,
     RaiseIRVersionPass,
     RemedyRefused,
     batch_symbol,
@@ -96,6 +98,8 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("initializers-not-inputs", lambda p, m: ir.passes.Sequential(common.RemoveInitializersFromInputsPass(),
                                                                          RaiseIRVersionPass(4))),
     Remedy("expand-newer-ops", lambda p, m: ExpandNewerOpsPass(p.policy.opset)),
+    Remedy("prelu-slopes", lambda p, m: PReluSlopesPass(p.policy.opset)),
+    Remedy("default-attributes", lambda p, m: DropDefaultAttributesPass(p.policy.opset)),
     Remedy("opset", lambda p, m: ConvertOpsetPass(p.policy.opset)),
     Remedy("dims", lambda p, m: FixDimsPass(p.dims) if p.dims else None),
     Remedy("batch", lambda p, m: FixBatchPass(p.batch if isinstance(p.batch, int) else None)),
@@ -250,10 +254,12 @@ def apply(remedy: Remedy, plan: _Plan, model: ir.Model) -> tuple[ir.Model, Remed
 
 
 def _signature(model: ir.Model) -> tuple[Any, ...]:
-    """What a remedy can change, cheaply: opsets, ops, initializers, functions and every value's shape.
-    (Library passes such as onnxscript's optimizer say "modified" whether or not they changed anything.)"""
+    """What a remedy can change, cheaply: opsets, ops and their attribute names, initializers,
+    functions and every value's shape. (Library passes such as onnxscript's optimizer say "modified"
+    whether or not they changed anything.)"""
     values = [*model.graph.inputs, *(o for n in model.graph.all_nodes() for o in n.outputs)]
-    return (tuple(sorted(model.opset_imports.items())), tuple(op_counts(model).items()),
+    attributes = tuple(tuple(n.attributes) for n in model.graph.all_nodes())
+    return (tuple(sorted(model.opset_imports.items())), tuple(op_counts(model).items()), attributes,
             tuple((k, type(v.const_value).__name__) for k, v in model.graph.initializers.items()),
             tuple(model.functions),
             tuple((str(v.shape), v.const_value is not None) for v in values),

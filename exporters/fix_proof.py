@@ -2,7 +2,9 @@
 
 The original runs as it came (its own opset, its external data, from its own path);
 the fixed model from the bytes about to be written. Feeds are the runners' seeded
-feeds (:func:`portable.runners.inputs.make_feeds`), compared output by output with the
+feeds (:func:`portable.runners.inputs.make_feeds`) in every type the graph declares
+(strings, float8, int4... too: ONNX Runtime takes those through OrtValues,
+:func:`portable.runners.inputs.run_onnxruntime`), compared output by output with the
 runners' comparator and the dtype tolerances of ``portable compare``.
 """
 
@@ -72,17 +74,17 @@ def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str,
 
 def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
            feeds: Mapping[str, Any] | None) -> Proof:
-    from portable.runners.inputs import graph_io, make_feeds
+    from portable.runners.inputs import as_declared, graph_io, make_feeds
 
     try:
-        specs, outputs = graph_io(source)
+        specs, outputs = graph_io(source, every_type=True)
     except PortableError as exc:
         raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
     sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
-    rows = [_compare(original, candidate, outputs, b, feeds or make_feeds(specs, b, seed=seed, dims=sizes))
-            for b in batches]
+    rows = [_compare(original, candidate, outputs, b,
+                     as_declared(specs, feeds or make_feeds(specs, b, seed=seed, dims=sizes))) for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
@@ -134,12 +136,9 @@ def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
 
 def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
              feeds: Mapping[str, Any]) -> dict[str, Any]:
-    import numpy as np
-
     from portable.runners.comparator import compare_outputs
     from portable.runners.tolerances import ToleranceTable
 
-    feeds = {name: np.asarray(value) for name, value in feeds.items()}  # a 0-d bool comes as numpy.bool_
     expected = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
     got = _run(candidate, feeds, f"the fixed model at batch {batch}", _Failed)
     pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []
@@ -179,10 +178,17 @@ def _shared_nonfinite(expected: Any, got: Any) -> tuple[Any, Any]:
 
 
 def _run(session: Any, feeds: Mapping[str, Any], what: str, error: type[Exception]) -> list[Any]:
+    """The outputs, ml_dtypes' types widened (exactly) so that NaN and Inf are seen (:func:`_shared_nonfinite`)."""
+    from portable.runners.comparator import comparable
+    from portable.runners.inputs import run_onnxruntime
+
+    ort = hasattr(session, "run_with_ort_values")  # else onnx.reference, which takes every dtype as it is
     try:
-        return list(session.run(None, dict(feeds)))
+        outputs = run_onnxruntime(session, feeds) if ort else session.run(None, dict(feeds))
     except Exception as exc:  # noqa: BLE001 - ORT's runtime errors
-        raise error(f"ONNX Runtime cannot run {what}: {one_line(exc, typed=False)}") from None
+        runtime = "ONNX Runtime" if ort else "onnx.reference"
+        raise error(f"{runtime} cannot run {what}: {one_line(exc, typed=False)}") from None
+    return [comparable(o) for o in outputs]
 
 
 def _why(row: dict[str, Any]) -> str:
@@ -195,6 +201,8 @@ def _why(row: dict[str, Any]) -> str:
 def _what(row: dict[str, Any]) -> str:
     if row["shape_mismatch"]:
         return f"has shape {row['shape_mismatch']} (fixed vs original)"
+    if row["dtype"] == "string":
+        return f"has {row['beyond']} of {row['elements']} strings unlike the original's"
     if row["nonfinite_actual"] or row["nonfinite_expected"]:
         return f"has NaN/Inf ({row['nonfinite_actual']} in the fixed model, {row['nonfinite_expected']} in the original)"
     tol = row["tolerance"]

@@ -100,7 +100,7 @@ def _feeds(plan: _Plan) -> dict[str, Any] | None:
         return None
     from portable.runners.inputs import graph_io, load_npz
 
-    return load_npz(plan.inputs, graph_io(plan.source)[0])
+    return load_npz(plan.inputs, graph_io(plan.source, every_type=True)[0])
 
 
 def _proof(plan: _Plan, original: ir.Model, data: bytes, feeds: dict[str, Any] | None) -> Proof:

@@ -4,8 +4,10 @@ The generic work is done by libraries: ``onnx.version_converter`` (opset), onnx-
 common passes (inlining, unused nodes, initializers listed as inputs), and the exporter's
 own passes (:mod:`portable.exporters.passes`: constant folding, batch-only shape
 computations, static value shapes, canonical names), composed here, not copied. What is
-hand-written: fixing named dims and the batch of a model that arrives with symbols, and
-internalizing external data under the hostile-input rules of ``portable validate``.
+hand-written: fixing named dims and the batch of a model that arrives with symbols,
+internalizing external data under the hostile-input rules of ``portable validate``, and two
+gaps of the converter's adapters (PRelu's slope from opset 6 to 7; attributes at their
+default that the older op lacks), which the proof checks like everything else.
 
 A pass that cannot apply its remedy safely raises :class:`RemedyRefused`; the caller then
 keeps the model as it was before that pass and reports why.
@@ -26,15 +28,18 @@ from portable.exporters.passes import BATCH, RenameSymbolPass
 
 __all__ = [
     "ConvertOpsetPass",
+    "DropDefaultAttributesPass",
     "ExpandNewerOpsPass",
     "FixBatchPass",
     "FixDimsPass",
     "InternalizeDataPass",
+    "PReluSlopesPass",
     "RaiseIRVersionPass",
     "RemedyRefused",
     "batch_symbol",
     "external_bytes",
     "symbols",
+    "types_newer_than",
 ]
 
 
@@ -46,7 +51,9 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     """The default-domain opset to ``opset`` with ``onnx.version_converter`` (up or down).
 
     An op the converter has no adapter for is refused with the converter's own words:
-    the op is reported, never guessed. The IR version is raised to what the opset needs.
+    the op is reported, never guessed; so is a model using an element type the opset does
+    not have (float8 came with opset 19: no conversion can take it down). The IR version
+    is raised to what the opset needs.
     """
 
     def __init__(self, opset: int) -> None:
@@ -56,6 +63,10 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if model.opset_imports.get("", None) == self.opset:
             return ir.passes.PassResult(model.clone(), modified=False)  # a functional pass returns a new model
+        newer = types_newer_than(model, self.opset)
+        if newer:
+            raise RemedyRefused(f"the model uses {', '.join(newer)}, which opset {self.opset} does not have "
+                                f"(Cast-{self.opset} takes no such type): no conversion to it keeps the model")
         import onnx
         from onnx import version_converter
 
@@ -72,6 +83,100 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         needed = onnx.helper.find_min_ir_version_for(list(converted.opset_import), ignore_unknown=True)
         converted.ir_version = max(converted.ir_version, needed)
         return ir.passes.PassResult(ir.from_proto(converted), modified=True)
+
+
+def types_newer_than(model: ir.Model, opset: int) -> list[str]:
+    """The element types the model uses that ONNX defines only after ``opset`` (float8: opset 19,
+    int4/uint4: 21, float4: 23, int2/uint2: 25); the types of ``Cast`` at ``opset`` are those that exist."""
+    import onnx
+
+    schema = onnx.defs.get_schema("Cast", opset)
+    known = {t for c in schema.type_constraints for t in c.allowed_type_strs}
+    used = {v.dtype for v in (*_values(model.graph), *model.graph.outputs) if v.dtype is not None}
+    for node in model.graph.all_nodes():
+        to = node.attributes.get("to")
+        if node.op_type == "Cast" and to is not None:
+            used.add(ir.DataType(to.as_int()))
+    names = {onnx.TensorProto.DataType.Name(int(d)).lower() for d in used if d != ir.DataType.UNDEFINED}
+    return sorted(n for n in names if f"tensor({n})" not in known)
+
+
+class PReluSlopesPass(ir.passes.InPlacePass):
+    """Before converting a model below opset 7 up to ``opset``: a ``PRelu`` slope of ``C`` values for
+    an input of 3 or more axes with ``C`` channels becomes ``[C, 1, ..., 1]``.
+
+    PRelu-6 and older apply such a slope per channel (axis 1: what the Caffe2 and PyTorch exports
+    of the time mean; onnx.reference finds the axis by its size); PRelu-7 broadcasts it NumPy's way,
+    against the last axis. onnx.version_converter's 6 -> 7 adapter keeps the slope as it is, so the
+    converted model computes something else or does not run (``[2, 3, 4]`` against ``[3]``). Only a
+    constant slope that is not a graph input is reshaped.
+    """
+
+    def __init__(self, opset: int) -> None:
+        super().__init__()
+        self.opset = opset
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        current = model.opset_imports.get("")
+        if current is None or current >= 7 or self.opset < 7:
+            return ir.passes.PassResult(model, modified=False)
+        nodes = [n for n in model.graph if n.op_type == "PRelu" and n.domain in ("", "ai.onnx")]
+        count = sum(self._per_channel(model.graph, node) for node in nodes)
+        return ir.passes.PassResult(model, modified=count > 0)
+
+    @staticmethod
+    def _per_channel(graph: ir.Graph, node: ir.Node) -> bool:
+        if len(node.inputs) != 2:
+            return False
+        x, slope = node.inputs
+        if x is None or slope is None or slope.const_value is None or slope.is_graph_input() or x.shape is None:
+            return False
+        values, rank = slope.const_value.numpy(), x.shape.rank()
+        if values.ndim != 1 or values.size == 1 or rank < 3 or x.shape[1] != values.size:
+            return False
+        name = f"{slope.name}_per_channel"
+        if name not in graph.initializers:
+            shaped = values.reshape(values.size, *(1,) * (rank - 2))
+            graph.register_initializer(ir.Value(name=name, shape=ir.Shape(shaped.shape), type=slope.type,
+                                                const_value=ir.tensor(shaped, name=name)))
+        node.replace_input_with(1, graph.initializers[name])
+        return True
+
+
+class DropDefaultAttributesPass(ir.passes.InPlacePass):
+    """Before converting down to ``opset``: an attribute that the op's version at ``opset`` does not
+    have is removed when it holds its default (``Cast``'s ``saturate=1``, which only float8 targets
+    read). onnx.version_converter keeps such attributes, and the older op refuses them
+    (INVALID_GRAPH); an attribute away from its default (``AveragePool``'s ``dilations``) stays,
+    and the conversion is refused."""
+
+    def __init__(self, opset: int) -> None:
+        super().__init__()
+        self.opset = opset
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        current = model.opset_imports.get("")
+        if current is None or current <= self.opset or types_newer_than(model, self.opset):
+            return ir.passes.PassResult(model, modified=False)  # no conversion down follows
+        count = sum(self._drop(node, current) for node in model.graph.all_nodes()
+                    if node.domain in ("", "ai.onnx"))
+        return ir.passes.PassResult(model, modified=count > 0)
+
+    def _drop(self, node: ir.Node, current: int) -> int:
+        import onnx
+
+        try:
+            newer, older = (onnx.defs.get_schema(node.op_type, v) for v in (current, self.opset))
+        except onnx.defs.SchemaError:  # no version at the target: expand-newer-ops' business
+            return 0
+        dropped = 0
+        for name in [n for n in node.attributes if n in newer.attributes and n not in older.attributes]:
+            default = newer.attributes[name].default_value
+            value = ir.serde.serialize_attribute(node.attributes[name])
+            if default.type and onnx.helper.get_attribute_value(value) == onnx.helper.get_attribute_value(default):
+                del node.attributes[name]
+                dropped += 1
+        return dropped
 
 
 def _first_line(exc: BaseException) -> str:

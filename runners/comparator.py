@@ -9,6 +9,11 @@ An output is *degenerate* when an all-zero output would pass the same tolerance:
 like 1e-16 from a random-init network's zero-initialised head). Such a comparison cannot tell
 a correct export from one that outputs zeros, so parity on it proves nothing: it is flagged
 (``degenerate``, a warning), not failed. ``rms_expected``/``rms_actual`` give each side's scale.
+
+Strings compare exactly: ``beyond`` counts the elements that differ, the zero-error bin those
+that agree, and the numeric statistics are NaN (null in JSON). ml_dtypes' types (bfloat16,
+float8, int4...) are compared as float64 like every number; :func:`comparable` widens them to
+float32 or int8/uint8 (exactly) for NumPy's own tests (``isnan``) before that.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = [
     "ErrorStats",
     "OutputComparison",
     "PairComparison",
+    "comparable",
     "compare_arrays",
     "compare_outputs",
 ]
@@ -112,10 +118,33 @@ def _mismatch(actual: np.ndarray, expected: np.ndarray, reason: str) -> ErrorSta
                       0, 0, (0,) * (len(HISTOGRAM_EDGES) + 1), reason)
 
 
+def comparable(array: Any) -> np.ndarray:
+    """An array in a type NumPy's functions take: ml_dtypes' floats (bfloat16, float8, float4) as
+    float32, its integers (int4, int2...) as int8 or uint8; every value is exact in the wider type."""
+    array = np.asarray(array)
+    if array.dtype.isbuiltin != 2:  # NumPy's own types (ml_dtypes' are user-defined: 2)
+        return array
+    import onnx_ir as ir
+
+    kind = ir.DataType.from_numpy(array.dtype)
+    wide = np.float32 if kind.is_floating_point() else np.int8 if kind.is_signed() else np.uint8
+    return array.astype(wide)
+
+
+def _text(actual: np.ndarray, expected: np.ndarray) -> ErrorStats:
+    """Strings: equal or not, element by element."""
+    differ = int(np.count_nonzero(actual.astype(object) != expected.astype(object)))
+    nan = float("nan")
+    bins = (int(expected.size) - differ, *(0,) * len(HISTOGRAM_EDGES))
+    return ErrorStats(int(expected.size), nan, nan, nan, nan, nan, differ, 0, 0, bins)
+
+
 def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> ErrorStats:
     """Statistics of ``actual`` against ``expected`` (the reference)."""
     if actual.shape != expected.shape:
         return _mismatch(actual, expected, f"shape {list(actual.shape)} vs {list(expected.shape)}")
+    if actual.dtype.kind in "OUS" or expected.dtype.kind in "OUS":
+        return _text(actual, expected)
     a = np.asarray(actual, dtype=np.float64).ravel()
     e = np.asarray(expected, dtype=np.float64).ravel()
     finite = np.isfinite(a) & np.isfinite(e)

@@ -1,16 +1,26 @@
 """Model inputs: what the ONNX graph declares, and identical seeded feeds for every runner.
 
 Feeds are made once per batch size and handed to every runner, so all runners see the
-same bytes: floats from a standard normal, integers uniform in ``[low, high)``, bools fair
-coin flips; or the user's ``.npz`` (keys are input names, or ``arr_0``... in input order).
+same bytes: floats from a standard normal, integers uniform in ``[low, high)`` (cut to what
+the type holds), bools fair coin flips, strings seeded words of 1-8 letters and digits; or
+the user's ``.npz`` (keys are input names, or ``arr_0``... in input order).
 Integer ranges are per input: given (``--int-range NAME=LOW:HIGH``), else the example
 input's own ``[min, max + 1)`` (an all-ones attention mask stays all ones, token ids stay
 in their vocabulary), else one range for all. ``portable export``'s verify uses the same
 generator, so the two give the same numbers on the same model, batch and seed.
+
+The types NumPy lacks come as ml_dtypes arrays (onnx's own mapping: float8, float4, int4/uint4,
+int2/uint2; bfloat16 is drawn in float32 for the runners, PyTorch reading no ml_dtypes array,
+and :func:`as_declared` makes it bfloat16). Only ``graph_io(..., every_type=True)`` (the proof
+of ``portable fix``) declares those and strings: onnx.reference runs them, and ONNX Runtime
+through :func:`run_onnxruntime`. Complex tensors stay refused: ONNX Runtime 1.32 has no complex
+tensor type ("MLDataType for: tensor(complex64) is not currently registered").
 """
 
 from __future__ import annotations
 
+import functools
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +30,13 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["InputSpec", "OutputSpec", "dims_from_examples", "graph_io", "int_ranges_from_examples", "io_of_proto",
-           "load_npz", "make_feeds", "parse_dims", "parse_int_range", "parse_int_ranges", "tensor_leaves"]
+__all__ = ["STRING", "InputSpec", "OutputSpec", "as_declared", "dims_from_examples", "from_ort_value", "graph_io",
+           "int_ranges_from_examples", "io_of_proto", "load_npz", "make_feeds", "numpy_dtype", "ort_value",
+           "parse_dims", "parse_int_range", "parse_int_ranges", "run_onnxruntime", "tensor_leaves"]
 
 Dim = int | str | None
+STRING = "string"  # the dtype name of a string tensor; NumPy holds it as an object array
+_LETTERS = string.ascii_letters + string.digits  # what seeded strings are made of
 
 
 @dataclass(frozen=True)
@@ -60,32 +73,65 @@ class OutputSpec:
     dtype: str
 
 
-def _dtype(elem_type: int, name: str) -> str:
-    """The NumPy dtype name of an ONNX element type the runners can feed and compare: bool, integers,
-    floats and bfloat16 (strings, complex and float8 are refused)."""
+@functools.cache
+def _numpy_dtypes() -> dict[str, np.dtype]:
+    """Every dtype name to its dtype, from onnx's table of element types (ml_dtypes' for the types NumPy lacks)."""
     from onnx import helper
 
+    found = {}
+    for elem_type in helper.get_all_tensor_dtypes():
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+        except (KeyError, ValueError, TypeError):
+            continue
+        found[dtype.name] = dtype
+    found.pop("object", None)  # a string tensor's dtype name is STRING
+    return {**found, STRING: np.dtype(object)}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The dtype of a dtype name of :class:`InputSpec` (``string``: object)."""
+    return _numpy_dtypes()[name]
+
+
+def _extended(dtype: np.dtype) -> bool:
+    """A dtype ml_dtypes adds to NumPy (bfloat16, float8, int4...); ``kind`` cannot tell (float8_e5m2's is 'f')."""
+    return dtype.isbuiltin == 2
+
+
+def _dtype(elem_type: int, name: str, every_type: bool = False) -> str:
+    """The dtype name of an ONNX element type the runners can feed and compare: bool, integers,
+    floats and bfloat16; with ``every_type`` also strings and ml_dtypes' float8, float4, int4/uint4,
+    int2/uint2 (complex is refused)."""
+    from onnx import TensorProto, helper
+
+    if every_type and elem_type == TensorProto.STRING:
+        return STRING
     try:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         dtype = None
-    if dtype is None or not (dtype.kind in "biuf" or dtype.name == "bfloat16"):
+    native = dtype is not None and not _extended(dtype) and dtype.kind in "biuf"
+    extended = dtype is not None and _extended(dtype) and (every_type or dtype.name == "bfloat16")
+    if dtype is None or not (native or extended):
         raise InputError(f"value {name!r} has an unsupported element type {elem_type}")
     return dtype.name
 
 
-def graph_io(model_path: str | Path) -> tuple[list[InputSpec], list[OutputSpec]]:
+def graph_io(model_path: str | Path, *, every_type: bool = False) -> tuple[list[InputSpec], list[OutputSpec]]:
     """The graph's inputs (initializers excluded) and outputs, without loading weights: the
-    validators' lean loader leaves large payloads in the file (and names any unreadable file)."""
+    validators' lean loader leaves large payloads in the file (and names any unreadable file).
+    ``every_type``: strings, float8, float4 and 4-/2-bit integers too (the runners of ``compare``,
+    which feed PyTorch as well, refuse them here; the proof of ``fix`` takes them)."""
     from portable.validators.lean import release
     from portable.validators.loading import load_model_file
 
     model = load_model_file(model_path).proto
     release(model)  # only the graph's signature is read below
-    return io_of_proto(model)
+    return io_of_proto(model, every_type=every_type)
 
 
-def io_of_proto(model: Any) -> tuple[list[InputSpec], list[OutputSpec]]:
+def io_of_proto(model: Any, *, every_type: bool = False) -> tuple[list[InputSpec], list[OutputSpec]]:
     """The inputs (initializers excluded) and outputs of an ``onnx.ModelProto``."""
     inits = {i.name for i in model.graph.initializer}
     inputs = []
@@ -94,20 +140,48 @@ def io_of_proto(model: Any) -> tuple[list[InputSpec], list[OutputSpec]]:
             continue
         ttype = value.type.tensor_type
         shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim)
-        inputs.append(InputSpec(value.name, _dtype(ttype.elem_type, value.name), shape))
-    outputs = [OutputSpec(v.name, _dtype(v.type.tensor_type.elem_type, v.name)) for v in model.graph.output]
+        inputs.append(InputSpec(value.name, _value_dtype(value, every_type), shape))
+    outputs = [OutputSpec(v.name, _value_dtype(v, every_type)) for v in model.graph.output]
     return inputs, outputs
 
 
+def _value_dtype(value: Any, every_type: bool) -> str:
+    kind = value.type.WhichOneof("value")
+    if kind not in (None, "tensor_type"):  # a sequence, map or optional
+        raise InputError(f"value {value.name!r} is a {kind.removesuffix('_type')}, not a tensor: the runners "
+                         "feed and compare tensors only")
+    return _dtype(value.type.tensor_type.elem_type, value.name, every_type)
+
+
 def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_range: tuple[int, int]) -> np.ndarray:
-    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
-    if kind == "f":
-        return rng.standard_normal(shape).astype(dtype if dtype != "bfloat16" else "float32")
-    if kind in "iu":
-        return rng.integers(int_range[0], int_range[1], size=shape).astype(dtype)
-    if kind == "b":
-        return rng.random(shape) < 0.5
+    if dtype == STRING:
+        return _strings(rng, shape)
+    target = numpy_dtype(dtype)
+    if target.kind == "b":
+        return np.asarray(rng.random(shape) < 0.5)  # a 0-d comparison gives numpy.bool_, not an array
+    import onnx_ir as ir
+
+    kind = ir.DataType.from_numpy(target)
+    if kind.is_floating_point():
+        values = rng.standard_normal(shape)
+        if float(kind.min) >= 0:  # float8_e8m0fnu has no sign (nor zero): a negative value would be NaN
+            values = np.abs(values)
+        return np.asarray(values).astype(np.float32 if dtype == "bfloat16" else target)
+    if kind.is_integer():
+        low, high = max(int_range[0], int(kind.min)), min(int_range[1], int(kind.max) + 1)
+        if low >= high:  # the range misses the type (int2 holds -2..1): its whole range
+            low, high = int(kind.min), int(kind.max) + 1
+        return np.asarray(rng.integers(low, high, size=shape)).astype(target)
     raise InputError(f"cannot make random inputs of dtype {dtype}")
+
+
+def _strings(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Seeded words of 1-8 letters (both cases) and digits, as the object array ONNX Runtime takes."""
+    lengths = rng.integers(1, 9, size=int(np.prod(shape)))
+    letters = "".join(_LETTERS[i] for i in rng.integers(0, len(_LETTERS), size=int(lengths.sum())))
+    ends = np.cumsum(lengths)
+    words = [letters[end - length:end] for end, length in zip(ends, lengths)]
+    return np.array(words, dtype=object).reshape(shape)
 
 
 def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: Mapping[str, int] | None = None,
@@ -120,6 +194,86 @@ def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: M
     rng = np.random.default_rng([seed, batch])
     ranges = int_ranges or {}
     return {s.name: _random(rng, s.dtype, s.resolve(batch, dims or {}), ranges.get(s.name, int_range)) for s in specs}
+
+
+def as_declared(specs: Sequence[InputSpec], feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The feeds in the graph's own dtypes: bfloat16, drawn and read in float32 for the runners, becomes
+    ml_dtypes' bfloat16, which onnx.reference and ONNX Runtime's OrtValues take."""
+    return {s.name: np.asarray(feeds[s.name]).astype(numpy_dtype(s.dtype), copy=False) for s in specs}
+
+
+def run_onnxruntime(session: Any, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    """An ONNX Runtime session run on feeds of every dtype here; the outputs as NumPy (or ml_dtypes) arrays.
+
+    ONNX Runtime's NumPy path (``session.run``) takes strings but no ml_dtypes array ("Numpy_type 260
+    can't be converted to MLDataType") and returns none (float8e4m3fn comes back as uint8, the others
+    raise "No corresponding Numpy type"); its OrtValues take and give every other type but no strings
+    ("only supported from non-string numpy arrays"). So strings go through ``session.run``, the rest
+    through OrtValues.
+    """
+    if any(np.asarray(value).dtype.kind == "O" for value in feeds.values()):
+        return [np.asarray(o) for o in session.run(None, dict(feeds))]
+    values = [ort_value(np.asarray(value)) for value in feeds.values()]
+    outputs = session.run_with_ort_values(None, dict(zip(feeds, values)))
+    return [from_ort_value(o) for o in outputs]
+
+
+def ort_value(array: np.ndarray) -> Any:
+    """An ``onnxruntime.OrtValue`` holding the array (it borrows a NumPy array's memory: keep both alive).
+
+    ml_dtypes' 8- and 16-bit types go in through ``ortvalue_from_numpy_with_onnx_type``, which keeps
+    the bytes and takes the ONNX type. A 4- or 2-bit tensor is packed, two or four to a byte, which
+    that function does not do (it reads an int4 array's first bytes as packed pairs): onnx packs it
+    (``numpy_helper.from_array``) into an OrtValue of the right shape and type.
+    """
+    import onnxruntime as ort
+
+    array = np.require(array, requirements="C")  # np.ascontiguousarray would make a 0-d array 1-d
+    if not _extended(array.dtype):
+        return ort.OrtValue.ortvalue_from_numpy(array)
+    import onnx_ir as ir
+
+    elem_type = ir.DataType.from_numpy(array.dtype)
+    if elem_type.bitwidth >= 8:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, int(elem_type))
+    return _packed(array, int(elem_type))
+
+
+def _packed(array: np.ndarray, elem_type: int) -> Any:
+    import ctypes
+
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    data = numpy_helper.from_array(array).raw_data
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), elem_type)
+    if value.tensor_size_in_bytes() != len(data):
+        raise InputError(f"ONNX Runtime holds a {array.dtype} tensor of shape {list(array.shape)} in "
+                         f"{value.tensor_size_in_bytes()} bytes, onnx packs it in {len(data)}")
+    if data:
+        ctypes.memmove(value.data_ptr(), data, len(data))  # a CPU OrtValue: data_ptr is host memory
+    return value
+
+
+def from_ort_value(value: Any) -> np.ndarray:
+    """A CPU ``OrtValue`` as a NumPy array; the types NumPy lacks as ml_dtypes arrays.
+
+    ``OrtValue.numpy()`` has no NumPy type for them; the documented ``data_ptr()`` and
+    ``tensor_size_in_bytes()`` give the bytes, which onnx reads as a tensor's raw data
+    (``numpy_helper.to_array``, which unpacks int4 and int2).
+    """
+    import onnx_ir as ir
+
+    elem_type = ir.DataType(value.element_type())
+    if elem_type == ir.DataType.STRING or not _extended(elem_type.numpy()):
+        return np.asarray(value.numpy())
+    import ctypes
+
+    from onnx import helper, numpy_helper
+
+    size = value.tensor_size_in_bytes()
+    data = ctypes.string_at(value.data_ptr(), size) if size else b""
+    return numpy_helper.to_array(helper.make_tensor("", int(elem_type), value.shape(), data, raw=True))
 
 
 def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
@@ -139,15 +293,18 @@ def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarr
 
 
 def _checked(array: np.ndarray, spec: InputSpec, path: str) -> np.ndarray:
-    """The array cast to the declared dtype, if its kind and shape fit the graph input."""
-    if array.dtype.kind not in "biuf":
+    """The array cast to the declared dtype, if its kind and shape fit the graph input. Strings come as
+    NumPy str arrays (an object array would need pickle); float8, float4 and 4-/2-bit inputs as their
+    values (float32, int8...), rounded to the declared type as the model would cast them."""
+    text = array.dtype.kind in "US"
+    if text != (spec.dtype == STRING) or not (text or array.dtype.kind in "biuf"):
         raise InputError(f"input {spec.name!r} has dtype {array.dtype}, the model expects {spec.dtype}", path=path)
     fixed = [(axis, dim) for axis, dim in enumerate(spec.shape) if isinstance(dim, int)]
     if array.ndim != len(spec.shape) or any(array.shape[axis] != dim for axis, dim in fixed):
         expected = "x".join(str(d) if isinstance(d, int) else str(d or "?") for d in spec.shape)
         raise InputError(f"input {spec.name!r} has shape {'x'.join(map(str, array.shape))}, "
                          f"the model expects {expected}", path=path)
-    return array.astype(spec.dtype if spec.dtype != "bfloat16" else "float32")
+    return array.astype(numpy_dtype(spec.dtype) if spec.dtype != "bfloat16" else np.float32)
 
 
 def dims_from_examples(specs: Sequence[InputSpec], examples: Sequence[Any] | None) -> dict[str, int]:

@@ -26,7 +26,15 @@ output's scale. Defaults and why (see docs/runners.md for the measurements):
   gross-error check (a wrong op, layout or attribute, NaN/Inf).
 * float32 with TF32 allowed on the PyTorch side (``--tf32``): atol 5e-2, rtol 5e-2; TF32 has
   a 10-bit mantissa (eps 9.8e-4), and ResNet-50 measured 0.060 max abs error with it on.
-* integers and bools: exact.
+* float8 and float4 (``portable fix``'s proof, original against fixed model): one unit in the last
+  place, ``rtol`` the type's eps and ``atol`` its smallest subnormal (ml_dtypes' ``finfo``; the
+  tests check the figures against it). Both models compute in wider types and round to 8 or 4
+  bits at the end; float32 results one float32 ulp apart (a reordered sum) can round to
+  neighbouring float8 values, never further. Every neighbouring value passes; values two steps
+  apart fail from 8 times the smallest normal value up (e4m3fn: from 0.125; nearer zero the
+  allowance of one subnormal step can cover two). float8_e8m0fnu holds powers of two only: its neighbour is half or twice
+  the value (rtol 1, atol its smallest value).
+* integers (int4, uint4, int2, uint2 too), bools and strings: exact.
 """
 
 from __future__ import annotations
@@ -61,9 +69,15 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(1e-7, 1e-6, "default float64"),
     "float16": Tolerance(1e-3, 1e-2, "default float16", atol_rms=2e-2),
     "bfloat16": Tolerance(1e-2, 5e-2, "default bfloat16", atol_rms=0.15),
+    "float8_e4m3fn": Tolerance(2.0 ** -9, 2.0 ** -3, "default float8_e4m3fn (1 ulp)"),
+    "float8_e4m3fnuz": Tolerance(2.0 ** -10, 2.0 ** -3, "default float8_e4m3fnuz (1 ulp)"),
+    "float8_e5m2": Tolerance(2.0 ** -16, 2.0 ** -2, "default float8_e5m2 (1 ulp)"),
+    "float8_e5m2fnuz": Tolerance(2.0 ** -17, 2.0 ** -2, "default float8_e5m2fnuz (1 ulp)"),
+    "float8_e8m0fnu": Tolerance(2.0 ** -127, 1.0, "default float8_e8m0fnu (1 ulp)"),
+    "float4_e2m1fn": Tolerance(0.5, 0.5, "default float4_e2m1fn (1 ulp)"),
 }
 TF32_TOLERANCE = Tolerance(5e-2, 5e-2, "tf32 float32")
-EXACT = Tolerance(0.0, 0.0, "exact (integer/bool)")
+EXACT = Tolerance(0.0, 0.0, "exact (integer/bool/string)")
 
 
 @dataclass(frozen=True)

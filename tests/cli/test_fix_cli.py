@@ -152,3 +152,19 @@ g (int64[N, 2] idx) => (float[N, 2, 2] y) <float[4, 2] table = {1, 2, 3, 4, 5, 6
     assert result.exit_code == 0 and "proof: holds at batch 1" in result.stdout and out.exists()
     bad = run(str(source), "-o", str(out), "--force", "--inputs", str(tmp_path / "missing.npz"))
     assert bad.exit_code == 3 and "cannot read inputs" in bad.stderr
+
+
+def test_a_string_model_is_proven_and_its_json_is_strict(tmp_path, run):
+    """String outputs have no numeric statistics: null in the JSON (not NaN, which is no JSON), and the
+    report still validates."""
+    source = tmp_path / "strings.onnx"
+    source.write_bytes(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (string[batch, 3] x) => (string[batch, 6] y) { y = Concat<axis: int = 1>(x, x) }""").SerializeToString())
+    result = run(str(source), "-o", str(tmp_path / "out.onnx"), "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    _check_schema(data)
+    (output,) = data["proof"]["comparisons"][0]["outputs"]
+    assert output["dtype"] == "string" and output["passed"] and output["max_abs"] is None
+    text = run(str(source), "-o", str(tmp_path / "out.onnx"), "--force")
+    assert text.exit_code == 0 and "max |fixed - original| = 0" in text.stdout
