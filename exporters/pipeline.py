@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +25,13 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
+    from portable.runners.tolerances import ToleranceTable
+
 __all__ = ["run", "translate"]
 
 
-def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportResult:
+def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool,
+        tolerances: ToleranceTable | None = None) -> ExportResult:
     check_target(job.path, force)
     with phases.phase("torch.export"), quiet_torch():
         captured = capture_or_fail(job)
@@ -37,7 +41,7 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool) -> ExportR
         portable_passes(captured.batch_symbol, job.root)(model)
         specialized_inputs(model, job)
     existed = job.path.exists()
-    done = _check_and_write(model, job, phases, verify, force)
+    done = _check_and_write(model, job, phases, verify, force, tolerances)
     report, parity = done.report, done.parity
     manifest = build_manifest(done.proto, file=job.path.name, fingerprint=done.fingerprint, size=done.size,
                               precision=job.precision, batch=job.batch, policy=job.policy, report=report.to_dict(),
@@ -60,7 +64,8 @@ class _Written:
     parity: Parity | None
 
 
-def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bool, force: bool) -> _Written:
+def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bool, force: bool,
+                     tolerances: ToleranceTable | None) -> _Written:
     """Serialize, then validate and verify the bytes while a background thread writes them to a
     temporary file (the fsync of a large model overlaps the checks); renamed onto the target only
     when every check passed, removed otherwise."""
@@ -74,7 +79,7 @@ def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bo
         parity = None
         if verify:
             with phases.phase("verify"):
-                parity = _verify(job, data, report, proto)
+                parity = _verify(job, data, report, proto, tolerances)
         with phases.phase("write"):
             staged.commit()
     return _Written(proto, print_, len(data), report, parity)
@@ -116,9 +121,27 @@ def _validate(data: bytes, job: ExportJob) -> ValidationReport:
     return report
 
 
-def _verify(job: ExportJob, data: bytes, report: ValidationReport, proto: onnx.ModelProto) -> Parity:
+def _verify(job: ExportJob, data: bytes, report: ValidationReport, proto: onnx.ModelProto,
+            tolerances: ToleranceTable | None) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
-    parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto)
+    parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto, tolerances=tolerances)
     if not parity.ok:
-        raise ExportFailed(f"parity check failed: {parity.message}", report, parity)
+        raise ExportFailed(f"parity check failed: {parity.message}{_accept_hint(parity)}", report, parity)
     return parity
+
+
+def _accept_hint(parity: Parity) -> str:
+    """What to do about a finite difference over the bound: find where it starts, then accept it if it is
+    arithmetic (an interpolation or a reduction computed another way), with the bound it needs."""
+    if not 0 < parity.max_abs_diff < float("inf"):
+        return ""
+    needed = _one_digit_up(parity.max_abs_diff * 1.5)
+    return (f". To see where ONNX Runtime and PyTorch part, export with --no-verify and run `portable compare` on "
+            f"the file with --localize; if it is the runtimes' arithmetic, not a wrong op, accept it with "
+            f"--atol {needed:g}")
+
+
+def _one_digit_up(value: float) -> float:
+    """The smallest number of one significant digit at or above ``value`` (3.1e-4 -> 4e-4)."""
+    scale = 10.0 ** math.floor(math.log10(value))
+    return float(f"{math.ceil(round(value / scale, 9)) * scale:.0e}")

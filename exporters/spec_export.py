@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import UsageError
 from portable.exporters.inputs import CliInput, parse_input
 from portable.exporters.progress import Phases
 from portable.exporters.provenance import project_root
 from portable.policy import Policy
+
+if TYPE_CHECKING:
+    from portable.runners.tolerances import ToleranceTable
 
 __all__ = ["export_spec", "load_for_export"]
 
@@ -36,7 +39,8 @@ def load_for_export(spec: str, inputs: Sequence[str | CliInput], weights: str | 
 
 def export_spec(spec: str, output: str | Path, inputs: Sequence[str | CliInput] = (), *, batch: str | int = "dynamic",
                 precision: str = "fp32", weights: str | Path | None = None, policy: Policy | None = None,
-                verify: bool = True, force: bool = False, quiet: bool = True, phases: Phases | None = None) -> Any:
+                verify: bool = True, force: bool = False, quiet: bool = True, phases: Phases | None = None,
+                tolerances: ToleranceTable | None = None) -> Any:
     """Load ``spec`` and export it to ``output``; returns the :class:`ExportResult`."""
     from portable.exporters.api import export
 
@@ -44,4 +48,4 @@ def export_spec(spec: str, output: str | Path, inputs: Sequence[str | CliInput] 
     with phases.phase("load"):
         module, args, names, root = load_for_export(spec, inputs, weights)
     return export(module, args, output, batch=batch, precision=precision, policy=policy, input_names=names,
-                  root=root, verify=verify, force=force, phases=phases, spec=spec)
+                  root=root, verify=verify, force=force, phases=phases, spec=spec, tolerances=tolerances)

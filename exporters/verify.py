@@ -20,14 +20,13 @@ from portable.errors import one_line
 from portable.runners.base import Feeds, RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.inputs import InputSpec, OutputSpec, int_ranges_from_examples, io_of_proto, make_feeds
-from portable.runners.tolerances import DEFAULT_TOLERANCES, Tolerance, ToleranceTable
+from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import EagerRunner
 
-__all__ = ["TOLERANCES", "ExampleRunner", "Parity", "verify_parity"]
+__all__ = ["DTYPES", "ExampleRunner", "Parity", "verify_parity"]
 
-# precision -> the tolerance `portable compare` uses for that dtype (measured: runners/tolerances.py)
-TOLERANCES: dict[str, Tolerance] = {"fp32": DEFAULT_TOLERANCES["float32"], "fp16": DEFAULT_TOLERANCES["float16"],
-                                    "bf16": DEFAULT_TOLERANCES["bfloat16"]}
+# precision -> the dtype whose default tolerance (runners/tolerances.py, measured) judges it
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -88,11 +87,14 @@ def _numpy_dtype(array: np.ndarray) -> Any:
 
 
 def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Sequence[int],
-                  precision: str = "fp32", seed: int = 0, proto: Any = None) -> Parity:
-    """Run both runtimes at each batch size on compare's seeded inputs for the graph's inputs."""
+                  precision: str = "fp32", seed: int = 0, proto: Any = None,
+                  tolerances: ToleranceTable | None = None) -> Parity:
+    """Run both runtimes at each batch size on compare's seeded inputs for the graph's inputs, judged by
+    ``tolerances`` (default: compare's for each output's dtype)."""
     import onnx
 
-    tol = TOLERANCES[precision]
+    table = tolerances or ToleranceTable()
+    tol = table.for_output("", DTYPES[precision])
     session = _session(data, precision)
     if isinstance(session, Parity):
         return session
@@ -100,7 +102,7 @@ def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Se
     runner = ExampleRunner(module, examples)
     runner.load()
     ranges = int_ranges_from_examples(specs, examples)
-    details = [_compare(runner, session, specs, outputs, b, seed, ranges) for b in batches]
+    details = [_compare(runner, session, specs, outputs, b, seed, ranges, table) for b in batches]
     worst = max((d["max_abs_diff"] for d in details), default=0.0)
     bad = [d for d in details if not d["ok"]]
     warnings = _degenerate_warnings(details)
@@ -146,7 +148,7 @@ def _ort_feeds(specs: Sequence[InputSpec], feeds: Feeds) -> dict[str, np.ndarray
 
 
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
-             batch: int, seed: int, ranges: dict[str, tuple[int, int]]) -> dict[str, Any]:
+             batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable) -> dict[str, Any]:
     feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
     try:
         expected = runner.infer(feeds)
@@ -157,7 +159,7 @@ def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], ou
     except Exception as exc:  # noqa: BLE001 - ORT's own types: the export does not run at this batch
         return _detail(batch, False, float("inf"), f"batch {batch}: ONNX Runtime failed to run: {one_line(exc, limit=300)}")
     pair = compare_outputs(("onnxruntime", got), ("eager", expected), [o.name for o in outputs],
-                           [o.dtype for o in outputs], batch, ToleranceTable())
+                           [o.dtype for o in outputs], batch, table)
     return _judge(pair)
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from portable.cli.options import output_option, quiet_option
+from portable.cli.options import output_option, quiet_option, tolerance_options
 from portable.errors import UsageError
 from portable.io import atomic_write_text
 
@@ -143,8 +143,7 @@ def _load_reference(spec: str, weights: str | None) -> Any:
               help="Inputs from a .npz (keys: input names) instead of seeded random ones.")
 @click.option("--tf32", is_flag=True, help="Allow TF32 in PyTorch and in every ONNX Runtime provider (use_tf32=1), "
                                           "with wider float32 tolerances. Default: strict fp32 on both sides.")
-@click.option("--atol", multiple=True, metavar="[OUTPUT=]V", help="Absolute tolerance, for all or one output.")
-@click.option("--rtol", multiple=True, metavar="[OUTPUT=]V", help="Relative tolerance, for all or one output.")
+@tolerance_options
 @click.option("--report", "report_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a Markdown report with PNG plots next to it.")
 @click.option("--localize", is_flag=True, help="On a parity failure, find the first divergent ONNX node.")

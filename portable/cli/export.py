@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from portable.cli.options import config_options, policy_from_options, quiet_option
+from portable.cli.options import config_options, policy_from_options, quiet_option, tolerance_options
 from portable.formatters import FORMATS, get_formatter
 
 __all__ = ["export", "precheck"]
@@ -42,23 +42,30 @@ def _render(report: Any, fmt: str) -> str:
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Compare ONNX Runtime with eager PyTorch after export.")
+@tolerance_options
 @format_option
 @config_options
 @quiet_option
 def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precision: str, weights: str | None,
-           force: bool, verify: bool, fmt: str, config: str | None, select: tuple[str, ...],
-           ignore: tuple[str, ...], strict: bool, quiet: bool) -> None:
-    """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file."""
+           force: bool, verify: bool, atol: tuple[str, ...], rtol: tuple[str, ...], fmt: str, config: str | None,
+           select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool) -> None:
+    """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file.
+
+    Verify's tolerances are compare's defaults for the output's dtype; --atol/--rtol replace them
+    (as in ``portable compare``)."""
     from portable.exporters.api import ExportFailed
     from portable.exporters.inputs import parse_batch, parse_input
     from portable.exporters.progress import Phases
     from portable.exporters.spec_export import export_spec
+    from portable.runners.tolerances import parse_overrides
 
     policy = policy_from_options(config, select, ignore, strict)
     specs = [parse_input(i) for i in inputs]
+    tolerances = parse_overrides(atol, rtol)
     try:
         result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
-                             policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"))
+                             policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"),
+                             tolerances=tolerances)
     except ExportFailed as exc:
         click.echo(_render(exc.report, fmt))
         if exc.detail and _debug():

@@ -9,7 +9,7 @@ import click
 
 from portable.policy import Policy, load_policy, merge_cli
 
-__all__ = ["config_options", "output_option", "policy_from_options", "quiet_option"]
+__all__ = ["config_options", "output_option", "policy_from_options", "quiet_option", "tolerance_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,6 +35,11 @@ output_option = click.option("--output", "-o", "output", type=click.Path(dir_oka
                               help="Write the report to FILE instead of stdout.")
 
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+
+tolerance_options = _compose(
+    click.option("--atol", multiple=True, metavar="[OUTPUT=]V", help="Absolute tolerance, for all or one output."),
+    click.option("--rtol", multiple=True, metavar="[OUTPUT=]V", help="Relative tolerance, for all or one output."),
+)
 
 
 def policy_from_options(config: str | None, select: tuple[str, ...] = (), ignore: tuple[str, ...] = (),

@@ -82,3 +82,24 @@ def test_a_graph_that_fails_to_run_at_one_batch_is_a_parity_failure_not_a_crash(
     assert not parity.ok and parity.message.startswith("batch 3: ONNX Runtime failed to run")
     assert [d["ok"] for d in parity.details] == [True, False]
     onnx.checker.check_model(onnx.load_from_string(data))
+
+
+def test_a_bound_too_tight_is_refused_with_the_atol_that_accepts_it(cli, tmp_path):
+    """--atol/--rtol judge verify as they judge compare. Over the bound, nothing is written and the
+    message names the bound that would pass (and how to look first); that bound then passes."""
+    import re
+
+    out = tmp_path / "cnn.onnx"
+    spec = "fixtures/models/cnn.py:build"
+    tight = cli("export", spec, "-o", str(out), "-q", "--atol", "1e-12", "--rtol", "0")
+    assert tight.exit_code == 1, tight.output
+    assert not out.exists()
+    assert "parity check failed" in tight.stderr and "--localize" in tight.stderr
+    suggested = re.search(r"accept it with --atol (\S+);", tight.stderr)
+    assert suggested, tight.stderr
+    accepted = cli("export", spec, "-o", str(out), "-q", "--atol", suggested.group(1), "--rtol", "0",
+                   "--format", "json")
+    assert accepted.exit_code == 0, accepted.output
+    parity = __import__("json").loads(accepted.stdout)["parity"]
+    assert parity["ok"] and parity["atol"] == float(suggested.group(1)) and parity["rtol"] == 0
+    assert all(row["tolerance"] == f"{float(suggested.group(1)):g}/0" for d in parity["details"] for row in d["outputs"])
