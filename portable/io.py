@@ -20,6 +20,7 @@ from typing import Any
 __all__ = ["StagedWrite", "atomic_write_bytes", "atomic_write_text", "terminate_as_interrupt"]
 
 CHUNK = 8 * 1024**2
+ABANDON_WAIT_S = 1.0  # how long a check that failed waits for the writer before removing its file
 
 
 @contextlib.contextmanager
@@ -88,7 +89,7 @@ class StagedWrite:
         _remove_stale_temps(self.path)
         self.tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.tmp"
         self._error: BaseException | None = None
-        self._done = False
+        self._done = self._abandoned = False
         self._thread = threading.Thread(target=self._write, args=(data,), name="portable-write", daemon=True)
         self._thread.start()
 
@@ -101,6 +102,8 @@ class StagedWrite:
                 os.close(fd)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by commit()
             self._error = exc
+        if self._abandoned:  # the caller left without committing while the bytes were still going out
+            self.tmp.unlink(missing_ok=True)
 
     def commit(self) -> None:
         """Wait for the bytes to be on disk, then rename them onto the target."""
@@ -114,8 +117,11 @@ class StagedWrite:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Without a commit, the temporary goes. A writer still in the disk (a slow fsync) is waited for
+        only briefly, so Ctrl-C or SIGTERM ends the run at once; it removes its file when it is done."""
         if not self._done:
-            self._thread.join()
+            self._abandoned = True
+            self._thread.join(timeout=ABANDON_WAIT_S)
             self.tmp.unlink(missing_ok=True)
 
 

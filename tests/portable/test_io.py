@@ -52,3 +52,30 @@ def test_atomic_write_bytes_replaces(tmp_path):
     atomic_write_bytes(target, b"two")
     assert target.read_bytes() == b"two"
     assert _leftovers(target.parent) == []
+
+
+def test_a_failed_check_does_not_wait_for_a_stalled_disk(tmp_path, monkeypatch):
+    """Ctrl-C or a failed check while the fsync of a large file is still running: the block is left
+    within ABANDON_WAIT_S, the temporary is removed, and the writer removes nothing else when it ends."""
+    import os
+    import threading
+    import time
+
+    import portable.io
+
+    release = threading.Event()
+
+    def slow_disk(fd: int, data: bytes) -> None:
+        os.write(fd, data)
+        release.wait(30)  # an fsync that takes long
+
+    monkeypatch.setattr(portable.io, "_write_all", slow_disk)
+    target = tmp_path / "model.onnx"
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt), StagedWrite(target, b"x" * 1000) as staged:
+        raise KeyboardInterrupt
+    assert time.perf_counter() - start < portable.io.ABANDON_WAIT_S + 2
+    assert not target.exists() and _leftovers(tmp_path) == []
+    release.set()
+    staged._thread.join(5)
+    assert not staged._thread.is_alive() and list(tmp_path.iterdir()) == []
