@@ -19,6 +19,7 @@ from onnx_ir.passes import common
 
 from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
+from portable.exporters.static_passes import ElementwiseReshapePass, FoldGatherElementsPass
 from portable.validators.context import RANDOM_OPS
 from portable.validators.shapes import SHAPE_INPUTS, library_logs_as_debug
 
@@ -28,10 +29,13 @@ __all__ = [
     "FoldBatchShapesPass",
     "NoOpPadPass",
     "OptimizePass",
+    "RefoldPass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
     "ShapeProbe",
+    "StaticRewritePass",
     "StaticShapesPass",
+    "StaticSimplifyPass",
     "portable_passes",
 ]
 
@@ -89,6 +93,42 @@ def _value_from_constants(value: ir.Value | None, memo: dict[ir.Value, bool]) ->
         memo[value] = False  # guards against revisiting while deciding
         memo[value] = _from_constants(producer, memo)
     return memo[value]
+
+
+class RefoldPass(ir.passes.InPlacePass):
+    """onnxscript's constant folder once more, after the probed passes: a shape input they made a
+    constant makes its consumers constant too (a position-ids ``GatherElements``). No shape
+    inference: :class:`StaticShapesPass` wrote every shape."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from onnxscript.optimizer import fold_constants
+
+        with library_logs_as_debug():
+            result = fold_constants(model, should_fold=_fold_whole)
+        return ir.passes.PassResult(model, result.modified)
+
+
+def _library_rules() -> list:
+    """onnxscript's rules that static shapes let fire again, by name: the default set's others
+    already ran in :class:`OptimizePass` (and its Slice-pair rule matches in time quadratic in the
+    graph; its Cast-Cast rule rounds twice)."""
+    from onnxscript.rewriter.rules import common as rules
+
+    return [rules.reshape_reshape_rule, rules.transpose_transpose_rule, rules.no_op_transpose_rule,
+            rules.no_op_expand_rule, rules.no_op_cast_rule, rules.collapse_slice_rule, rules.collapse_slice2_rule,
+            rules.squeeze_reshape_1d_rule]
+
+
+class StaticRewritePass(ir.passes.InPlacePass):
+    """Rewrite what is a no-op or a chain once shapes are static: onnxscript's rules
+    (:func:`_library_rules`) and portable's (:mod:`portable.exporters.rewrites`)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from onnxscript.rewriter import RewritePass
+
+        from portable.exporters.rewrites import portable_rules
+
+        return RewritePass([*_library_rules(), *portable_rules()])(model)
 
 
 class NoOpPadPass(ir.passes.InPlacePass):
@@ -307,6 +347,15 @@ def CanonicalNamesPass() -> ir.passes.Sequential:  # noqa: N802 - a pass factory
     return ir.passes.Sequential(common.TopologicalSortPass(), _ClearNamesPass(), common.NameFixPass(_OpNames()))
 
 
+def StaticSimplifyPass() -> ir.passes.Sequential:  # noqa: N802 - a pass factory reads as a pass
+    """The second round, once shapes are static: fold, rewrite, collapse, until nothing changes (at
+    most three times); then the rules' new constants become initializers, as after :class:`OptimizePass`."""
+    round_ = ir.passes.PassManager([RefoldPass(), FoldGatherElementsPass(), StaticRewritePass(), ElementwiseReshapePass(),
+                                    common.IdentityEliminationPass(), common.RemoveUnusedNodesPass()],
+                                   steps=3, early_stop=True)
+    return ir.passes.Sequential(round_, common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0))
+
+
 def _all_values(graph: ir.Graph):
     yield from graph.inputs
     for node in graph.all_nodes():
@@ -327,6 +376,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         common.RemoveUnusedFunctionsPass(),
         common.RemoveUnusedOpsetsPass(),
         StaticShapesPass(probe),
+        StaticSimplifyPass(),
         RelativeSourcesPass(root),
         CanonicalNamesPass(),
     ])
