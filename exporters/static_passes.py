@@ -50,27 +50,37 @@ def _region(reshape: ir.Node) -> tuple[list[ir.Node], list[ir.Node]] | None:
     source, start = reshape.inputs[0], reshape.outputs[0]
     if source is None or not _static(source.shape) or not _static(start.shape) or start.is_graph_output():
         return None
+    walked = _walk(start, source.shape)  # type: ignore[arg-type]
+    if walked is None:
+        return None
+    inner, exits = walked
+    values = {start, *(n.outputs[0] for n in inner)}
+    rank = len(source.shape)  # type: ignore[arg-type]
+    if not inner or not exits or not all(_operand(v, values, rank) for n in inner for v in n.inputs):
+        return None
+    return inner, exits
+
+
+def _walk(start: ir.Value, back: ir.Shape) -> tuple[list[ir.Node], list[ir.Node]] | None:
+    """Every node downstream of ``start`` up to Reshapes to ``back``: elementwise ones, then those
+    Reshapes; None when something else uses a value on the way."""
     inner: list[ir.Node] = []
     exits: list[ir.Node] = []
-    values, frontier = {start}, [start]
+    frontier = [start]
     while frontier:
         for use in frontier.pop().uses():
             node = use.node
             if node in inner or node in exits:
                 continue
-            if _is_op(node, "Reshape") and use.idx == 0 and node.outputs[0].shape == source.shape:
+            if _is_op(node, "Reshape") and use.idx == 0 and node.outputs[0].shape == back:
                 if node.outputs[0].is_graph_output():
                     return None  # the output keeps its name
                 exits.append(node)
             elif _elementwise(node, start.shape):
                 inner.append(node)
-                values.add(node.outputs[0])
                 frontier.append(node.outputs[0])
             else:
                 return None
-    rank = len(source.shape)  # type: ignore[arg-type]
-    if not inner or not exits or not all(_operand(v, values, rank) for n in inner for v in n.inputs):
-        return None
     return inner, exits
 
 
