@@ -19,6 +19,7 @@ from onnx_ir.passes import common
 
 from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
+from portable.exporters.static_passes import ElementwiseReshapePass, FoldGatherElementsPass
 from portable.validators.context import RANDOM_OPS
 from portable.validators.shapes import SHAPE_INPUTS, library_logs_as_debug
 
@@ -26,12 +27,15 @@ __all__ = [
     "BATCH",
     "CanonicalNamesPass",
     "FoldBatchShapesPass",
+    "FoldPass",
     "NoOpPadPass",
     "OptimizePass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
     "ShapeProbe",
+    "StaticRewritePass",
     "StaticShapesPass",
+    "StaticSimplifyPass",
     "portable_passes",
 ]
 
@@ -50,14 +54,50 @@ class OptimizePass(ir.passes.InPlacePass):
     A node whose inputs are all constants is folded whatever the size of those inputs
     (a gathered embedding row, a mask built from constants: they are weights then);
     the folder's own output-size limit still keeps a fold from growing the file.
+    ``optimize_ir``'s passes are composed here (:func:`_optimizer`) to name its rules.
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from onnxscript.optimizer import optimize_ir
-
         with library_logs_as_debug():  # the folder's "Evaluation failed" warnings are not the user's
-            optimize_ir(model, should_fold=_fold_whole)
+            _optimizer()(model)
         return ir.passes.PassResult(model, modified=True)
+
+
+def _optimizer() -> ir.passes.Sequential:
+    """The passes of ``onnxscript.optimizer.optimize_ir`` (0.7; functions are inlined before), with
+    :func:`_optimizer_rules` for its default rule set."""
+    from onnxscript.rewriter import RewritePass
+
+    loop = ir.passes.PassManager([FoldPass(shape_inference=True), RewritePass(_optimizer_rules()),
+                                  common.RemoveUnusedNodesPass(), common.RemoveUnusedFunctionsPass(),
+                                  common.RemoveUnusedOpsetsPass()], steps=2, early_stop=True)
+    return ir.passes.Sequential(
+        loop, common.RemoveUnusedNodesPass(), common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+        common.LiftSubgraphInitializersToMainGraphPass(), common.DeduplicateInitializersPass(),
+        common.CommonSubexpressionEliminationPass(), common.OutputFixPass(), common.NameFixPass())
+
+
+def _optimizer_rules() -> list:
+    """onnxscript's default rewrite rules, in its order, less ``slice_split_rule``: a two-output
+    pattern, which its matcher tries by pairing each node with every node of the graph (quadratic:
+    3.5 s of Swin-T's 5 s here), for a Split of two half Slices that no zoo model has."""
+    from onnxscript.rewriter.rules import common as r
+
+    return [
+        *r.mul_by_1_rule.commute(), *r.add_0_rule.commute(), r.sub_0_rule, r.div_by_1_rule, r.dropout_zero_rule,
+        r.dropout_inference_rule, r.one_reshape_matmul_reshape_rule, r.two_reshapes_matmul_reshape_rule,
+        r.cast_constant_of_shape_rule, r.cast_constant_of_shape_without_value_rule, r.collapse_slice_rule,
+        r.collapse_slice2_rule, r.materialize_reshape_shape_rule, r.min_min_rule, r.max_max_rule, r.min_max_rule,
+        r.max_min_rule, r.successive_clip_relu_rule, r.successive_relu_clip_rule, r.successive_relu_rule,
+        r.successive_clip_rule, r.cast_cast_rule, r.no_op_cast_rule, r.no_op_expand_rule, r.flatten_to_reshape_rule,
+        r.reshape_reshape_rule, r.no_op_transpose_rule, r.transpose_transpose_rule, r.unsqueeze_unsqueeze_rule,
+        r.squeeze_reshape_1d_rule, r.no_op_dynamic_scatter_nd_rule, r.no_op_static_scatter_nd_rule,
+        r.normalize_pad_format_conv_rule, r.normalize_pad_format_conv_integer_rule, r.fuse_pad_into_conv_rule,
+        r.fuse_pad_into_conv_integer_rule, r.fuse_batchnorm_into_conv_rule, r.fuse_batchnorm_into_conv_transpose_rule,
+        r.fuse_batchnorm_into_gemm_rule, r.remove_optional_bias_from_conv_rule,
+        r.remove_optional_bias_from_conv_transpose_rule, r.remove_optional_bias_from_qlinear_conv_rule,
+        r.remove_optional_bias_from_gemm_rule,
+    ]
 
 
 def _fold_whole(node: ir.Node) -> bool | None:
@@ -89,6 +129,46 @@ def _value_from_constants(value: ir.Value | None, memo: dict[ir.Value, bool]) ->
         memo[value] = False  # guards against revisiting while deciding
         memo[value] = _from_constants(producer, memo)
     return memo[value]
+
+
+class FoldPass(ir.passes.InPlacePass):
+    """onnxscript's constant folder, with :func:`_fold_whole`. In :class:`OptimizePass` with ONNX shape
+    inference; in :func:`StaticSimplifyPass` without (:class:`StaticShapesPass` wrote every shape), where
+    a shape input the probed passes made a constant can make its consumers constant too."""
+
+    def __init__(self, shape_inference: bool = False) -> None:
+        super().__init__()
+        self.shape_inference = shape_inference
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from onnxscript.optimizer import fold_constants
+
+        with library_logs_as_debug():
+            result = fold_constants(model, onnx_shape_inference=self.shape_inference, should_fold=_fold_whole)
+        return ir.passes.PassResult(model, result.modified)
+
+
+def _library_rules() -> list:
+    """onnxscript's rules that static shapes let fire again, by name: the default set's others
+    already ran in :class:`OptimizePass` (and its Slice-pair rule matches in time quadratic in the
+    graph; its Cast-Cast rule rounds twice)."""
+    from onnxscript.rewriter.rules import common as rules
+
+    return [rules.reshape_reshape_rule, rules.transpose_transpose_rule, rules.no_op_transpose_rule,
+            rules.no_op_expand_rule, rules.no_op_cast_rule, rules.collapse_slice_rule, rules.collapse_slice2_rule,
+            rules.squeeze_reshape_1d_rule]
+
+
+class StaticRewritePass(ir.passes.InPlacePass):
+    """Rewrite what is a no-op or a chain once shapes are static: onnxscript's rules
+    (:func:`_library_rules`) and portable's (:mod:`portable.exporters.rewrites`)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from onnxscript.rewriter import RewritePass
+
+        from portable.exporters.rewrites import portable_rules
+
+        return RewritePass([*_library_rules(), *portable_rules()])(model)
 
 
 class NoOpPadPass(ir.passes.InPlacePass):
@@ -307,6 +387,15 @@ def CanonicalNamesPass() -> ir.passes.Sequential:  # noqa: N802 - a pass factory
     return ir.passes.Sequential(common.TopologicalSortPass(), _ClearNamesPass(), common.NameFixPass(_OpNames()))
 
 
+def StaticSimplifyPass() -> ir.passes.Sequential:  # noqa: N802 - a pass factory reads as a pass
+    """The second round, once shapes are static: fold, rewrite, collapse, until nothing changes (at
+    most three times); then the rules' new constants become initializers, as after :class:`OptimizePass`."""
+    round_ = ir.passes.PassManager([FoldPass(), FoldGatherElementsPass(), StaticRewritePass(), ElementwiseReshapePass(),
+                                    common.IdentityEliminationPass(), common.RemoveUnusedNodesPass()],
+                                   steps=3, early_stop=True)
+    return ir.passes.Sequential(round_, common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0))
+
+
 def _all_values(graph: ir.Graph):
     yield from graph.inputs
     for node in graph.all_nodes():
@@ -327,6 +416,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         common.RemoveUnusedFunctionsPass(),
         common.RemoveUnusedOpsetsPass(),
         StaticShapesPass(probe),
+        StaticSimplifyPass(),
         RelativeSourcesPass(root),
         CanonicalNamesPass(),
     ])
