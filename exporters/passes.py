@@ -80,12 +80,16 @@ def _optimizer() -> ir.passes.Sequential:
 def _optimizer_rules() -> list:
     """onnxscript's default rewrite rules, in its order, less ``slice_split_rule``: a two-output
     pattern, which its matcher tries by pairing each node with every node of the graph (quadratic:
-    3.5 s of Swin-T's 5 s here), for a Split of two half Slices that no zoo model has."""
+    3.5 s of Swin-T's 5 s here), for a Split of two half Slices that no zoo model has. Its four
+    no-op rules (``x * 1``, ``x + 0``, ``x - 0``, ``x / 1``) are portable's exact ones
+    (:func:`~portable.exporters.rewrites.exact_no_op_rules`): onnxscript's drop ``x + 1e-12``."""
     from onnxscript.rewriter.rules import common as r
 
+    from portable.exporters.rewrites import exact_no_op_rules
+
     return [
-        *r.mul_by_1_rule.commute(), *r.add_0_rule.commute(), r.sub_0_rule, r.div_by_1_rule, r.dropout_zero_rule,
-        r.dropout_inference_rule, r.one_reshape_matmul_reshape_rule, r.two_reshapes_matmul_reshape_rule,
+        *exact_no_op_rules(), r.dropout_zero_rule,
+        r.dropout_inference_rule, r.two_reshapes_matmul_reshape_rule, r.one_reshape_matmul_reshape_rule,
         r.cast_constant_of_shape_rule, r.cast_constant_of_shape_without_value_rule, r.collapse_slice_rule,
         r.collapse_slice2_rule, r.materialize_reshape_shape_rule, r.min_min_rule, r.max_max_rule, r.min_max_rule,
         r.max_min_rule, r.successive_clip_relu_rule, r.successive_relu_clip_rule, r.successive_relu_rule,

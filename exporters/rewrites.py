@@ -20,7 +20,7 @@ import onnx_ir as ir
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule
 
-__all__ = ["portable_rules"]
+__all__ = ["exact_no_op_rules", "portable_rules"]
 
 
 def portable_rules() -> list[RewriteRule]:
@@ -32,8 +32,22 @@ def portable_rules() -> list[RewriteRule]:
         RewriteRule(_unsqueeze_twice, _one_unsqueeze, _merged_axes_known, name="UnsqueezeUnsqueeze"),
         RewriteRule(_unsqueezed_reshape, _one_reshape, _ones_insertable, name="ReshapeUnsqueeze"),
         RewriteRule(_slice_twice, _one_slice, _disjoint_axes, name="SliceSlice", remove_nodes=False),
+        *exact_no_op_rules(),
+    ]
+
+
+def exact_no_op_rules() -> list[RewriteRule]:
+    """``x * 1``, ``x + 0``, ``x - 0`` and ``x / 1`` removed only when they are exactly no-ops, in place of
+    onnxscript's ``mul_by_1``/``add_0``/``sub_0``/``div_by_1``, whose constants match within a
+    tolerance (``rel_tol`` 1e-5, ``abs_tol`` 1e-8): those drop ``var + 1e-12`` before a ``Sqrt`` and
+    a division, which then gives NaN on a zero-variance row."""
+    from onnxscript.rewriter.pattern import RewriteRule
+
+    return [
         *RewriteRule(_mul, _identity, _times_one, name="MulByOnes").commute(),
         *RewriteRule(_add, _identity, _plus_zero, name="AddZeros").commute(),
+        RewriteRule(_sub, _identity, _minus_zero, name="SubZeros"),
+        RewriteRule(_div, _identity, _by_one, name="DivByOnes"),
     ]
 
 
@@ -186,6 +200,26 @@ def _mul(op: Any, x: ir.Value, c: ir.Value) -> ir.Value:
 
 def _add(op: Any, x: ir.Value, c: ir.Value) -> ir.Value:
     return op.Add(x, c)
+
+
+def _sub(op: Any, x: ir.Value, c: ir.Value) -> ir.Value:
+    return op.Sub(x, c)
+
+
+def _div(op: Any, x: ir.Value, c: ir.Value) -> ir.Value:
+    return op.Div(x, c)
+
+
+def _by_one(context: Any, x: ir.Value, c: ir.Value, **_: Any) -> bool:
+    return _times_one(context, x, c)
+
+
+def _minus_zero(context: Any, x: ir.Value, c: ir.Value, **_: Any) -> bool:
+    """Zeros of an integer type, or ``+0.0`` (``x - 0.0`` is ``x``, ``-0.0`` included; ``x - -0.0`` is not)."""
+    array = _neutral(x, c)
+    if array is None or np.any(array != 0):
+        return False
+    return bool(np.issubdtype(array.dtype, np.integer) or not np.any(np.signbit(array)))
 
 
 def _times_one(context: Any, x: ir.Value, c: ir.Value, **_: Any) -> bool:

@@ -205,3 +205,29 @@ def test_export_drops_a_view_to_the_same_shape_and_keeps_the_batch_reshape(tmp_p
     model = onnx.load(str(result.path))
     assert [n.op_type for n in model.graph.node].count("Reshape") == 1  # and verify passed at batch 1 and 3
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-6])
+def test_export_keeps_a_tiny_epsilon_that_guards_a_division(tmp_path, eps):
+    """A hand-written norm: ``x / sqrt(mean(x²) + eps)``. onnxscript's own no-op rule takes ``+ 1e-12`` for
+    ``+ 0`` (its constants match within abs_tol 1e-8) and drops it, and a zero row then gives NaN. The
+    exporter's exact rule keeps it: the Add is in the file and ONNX Runtime's output is finite."""
+    import onnxruntime as ort
+    import torch
+    from torch import nn
+
+    import portable
+
+    class Norm(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+
+    x = torch.randn(2, 16)
+    result = portable.export(Norm(), (x,), tmp_path / "norm.onnx")
+    model = onnx.load(str(result.path))
+    assert "Add" in [n.op_type for n in model.graph.node]
+    session = ort.InferenceSession(str(result.path), providers=["CPUExecutionProvider"])
+    rows = np.zeros((3, 16), np.float32)
+    rows[1] = np.arange(16)
+    out = session.run(None, {session.get_inputs()[0].name: rows})[0]
+    assert np.isfinite(out).all() and (out[0] == 0).all() and np.allclose(out[1], Norm()(torch.from_numpy(rows[1:2]))[0])
