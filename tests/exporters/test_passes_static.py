@@ -231,3 +231,21 @@ def test_export_keeps_a_tiny_epsilon_that_guards_a_division(tmp_path, eps):
     rows[1] = np.arange(16)
     out = session.run(None, {session.get_inputs()[0].name: rows})[0]
     assert np.isfinite(out).all() and (out[0] == 0).all() and np.allclose(out[1], Norm()(torch.from_numpy(rows[1:2]))[0])
+
+
+def test_sub_of_positive_zeros_and_div_by_exact_ones_go_and_the_rest_stays():
+    before, after = _simplified("""g (float[batch, 4] x) => (float[batch, 4] a, float[batch, 4] b, float[batch, 4] c,
+                                                        float[batch, 4] d) {
+      a0 = Sub(x, pzeros)
+      a = Neg(a0)
+      b0 = Sub(x, nzeros)
+      b = Neg(b0)
+      c0 = Div(x, ones)
+      c = Neg(c0)
+      d0 = Div(x, near)
+      d = Neg(d0)
+    }""", pzeros=np.zeros(4, np.float32), nzeros=np.full(4, -0.0, np.float32), ones=np.ones(4, np.float32),
+        near=np.array([1, 1, 1, 1.000001], np.float32))
+    kept = sorted(n.inputs[1].name for n in after.graph if n.op_type in ("Sub", "Div"))
+    assert kept == ["near", "nzeros"]  # x - -0.0 turns -0.0 into +0.0; 1.000001 is not 1
+    _assert_exact(before, after)
