@@ -3,8 +3,9 @@
 # code folders linked in, as docs/gpu/run_ortgpu.sh does):
 #   bash docs/gpu/timing/run.sh probe [--seconds 10]   # docs/gpu/timing/probe.py -> $OUT/probe.json
 #   bash docs/gpu/timing/run.sh honesty [ARGS...]      # bench/honesty_bench.py (torch runners) -> $OUT/honesty.json
+#   bash docs/gpu/timing/run.sh export [ARGS...]       # bench/export_bench.py (export overhead, CPU) -> $OUT/export.json
 set -u
-WHAT=${1:?probe or honesty}
+WHAT=${1:?probe, honesty or export}
 shift
 ROOT=$PWD
 mkdir -p /tmp/shim && rm -rf /tmp/shim/portable && cp -r portable /tmp/shim/
@@ -14,6 +15,9 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,pstate --format=c
 nproc; uptime
 if [ "$WHAT" = probe ]; then
   python3 docs/gpu/timing/probe.py "$@" > "${OUT:-/tmp}/probe.json"
+elif [ "$WHAT" = export ]; then
+  python3 -c "import torch, onnx, onnxruntime, onnxscript, onnx_ir, transformers, torchvision; print(torch.__version__, onnx.__version__, onnxruntime.__version__, onnxscript.__version__, onnx_ir.__version__, transformers.__version__, torchvision.__version__)"
+  python3 bench/export_bench.py "$@" > "${OUT:-/tmp}/export.json"
 else
   (cd /tmp && python3 "$ROOT/bench/honesty_bench.py" --model resnet50 --providers "" "$@") > "${OUT:-/tmp}/honesty.json"
 fi
