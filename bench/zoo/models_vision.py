@@ -88,7 +88,11 @@ TORCHVISION: tuple[Entry, ...] = (
     _tv("squeezenet1_1", "squeezenet1_1"),
     _tv("shufflenet_v2", "shufflenet_v2_x1_0"),
     _tv("deeplabv3_mobilenet", "segmentation.deeplabv3_mobilenet_v3_large", "segmentation", weights_backbone=None),
-    _tv("fcn_resnet50", "segmentation.fcn_resnet50", "segmentation", weights_backbone=None),
+    Entry("tv_fcn_resnet50", "torchvision", "segmentation",
+          partial(_torchvision, "segmentation.fcn_resnet50", weights_backbone=None),
+          note="`portable compare --localize` on the `--no-verify` export: ONNX Runtime and PyTorch first part at "
+               "`Relu_30` (backbone.layer3.2, after the dilated 3x3 convolutions), by 2.2e-4: fp32 arithmetic in "
+               "the convolutions, not a wrong op (the bare export differs as much); `--atol 4e-4` exports it"),
     Entry("tv_fasterrcnn", "torchvision", "detection", _faster_rcnn, expected="refused: PORT106",
           note="NMS and box filtering give data-dependent shapes: export the backbone/heads without post-processing"),
 )

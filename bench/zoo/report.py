@@ -142,6 +142,8 @@ def _refusal(rec: dict[str, Any]) -> list[str]:
             lines.append(f"  - **{f['rule']}** node `{f['node']}` ({f['op_type']}), source `{f['source']}`; hint: {f['hint']}")
     bare = rec.get("bare") or {}
     lines.append(f"- bare torch.onnx.export (dynamic batch): {'ok' if bare.get('ok') else bare.get('error')}")
+    if rec.get("note"):
+        lines.append(f"- note: {rec['note']}")
     return [*lines, ""]
 
 
