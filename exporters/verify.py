@@ -19,7 +19,14 @@ import numpy as np
 from portable.errors import one_line
 from portable.runners.base import Feeds, RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
-from portable.runners.inputs import InputSpec, OutputSpec, int_ranges_from_examples, io_of_proto, make_feeds
+from portable.runners.inputs import (
+    InputSpec,
+    OutputSpec,
+    int_ranges_from_examples,
+    io_of_proto,
+    make_feeds,
+    run_onnxruntime,
+)
 from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import EagerRunner
 
@@ -155,7 +162,7 @@ def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], ou
     except RunnerFailed as exc:
         return _detail(batch, False, float("inf"), f"batch {batch}: {exc}")
     try:
-        got = [np.asarray(o) for o in session.run(None, _ort_feeds(specs, feeds))]
+        got = run_onnxruntime(session, _ort_feeds(specs, feeds))  # bfloat16 goes through OrtValues, not session.run
     except Exception as exc:  # noqa: BLE001 - ORT's own types: the export does not run at this batch
         return _detail(batch, False, float("inf"), f"batch {batch}: ONNX Runtime failed to run: {one_line(exc, limit=300)}")
     pair = compare_outputs(("onnxruntime", got), ("eager", expected), [o.name for o in outputs],

@@ -103,3 +103,17 @@ def test_a_bound_too_tight_is_refused_with_the_atol_that_accepts_it(cli, tmp_pat
     parity = __import__("json").loads(accepted.stdout)["parity"]
     assert parity["ok"] and parity["atol"] == float(suggested.group(1)) and parity["rtol"] == 0
     assert all(row["tolerance"] == f"{float(suggested.group(1)):g}/0" for d in parity["details"] for row in d["outputs"])
+
+
+def test_a_bf16_export_that_onnx_runtime_can_run_is_verified(tmp_path):
+    """bfloat16 inputs go to ONNX Runtime as OrtValues: ``session.run`` refuses ml_dtypes arrays
+    ("Numpy_type 256 can't be converted to MLDataType"), which refused such an export at verify."""
+
+    class Widened(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x.float().relu() * 2).to(torch.bfloat16)
+
+    result = portable.export(Widened(), (torch.randn(2, 8),), tmp_path / "bf16.onnx", precision="bf16")
+    assert result.parity.ok and result.parity.skipped is None
+    rows = [row for d in result.parity.details for row in d["outputs"]]
+    assert rows and all(row["rms_expected"] > 0.1 and not row["degenerate"] for row in rows)
