@@ -259,12 +259,35 @@ class OnnxRuntimeRunner(Runner):
             bound.update(feeds)
         return bound
 
+    def _declared(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        """The feeds in the graph's own element types: a bfloat16 input comes drawn in float32 (the
+        runners share their feeds with PyTorch, which reads no ml_dtypes array) and goes in as bfloat16."""
+        wanted = {i.name for i in self.session.get_inputs() if i.type == "tensor(bfloat16)"}
+        if not wanted:
+            return dict(feeds)
+        import ml_dtypes
+
+        return {n: np.asarray(a).astype(ml_dtypes.bfloat16) if n in wanted else a for n, a in feeds.items()}
+
+    def _cpu_call(self, feeds: Feeds) -> Step:
+        """One CPU run on ``feeds``: through OrtValues when a feed has a type ``session.run`` refuses
+        (ml_dtypes' bfloat16: "Numpy_type 256 can't be converted to MLDataType")."""
+        from portable.runners.inputs import from_ort_value, ort_value
+
+        declared, session = self._declared(feeds), self.session
+        if all(a.dtype.isbuiltin != 2 for a in declared.values()):
+            return lambda: session.run(None, declared)
+        pinned = (declared, {n: ort_value(a) for n, a in declared.items()})  # the OrtValues borrow the arrays
+        return lambda: [from_ort_value(o) for o in session.run_with_ort_values(None, pinned[1])]
+
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
         try:
             if self.cuda_graph:
                 bound = self._static_binding(feeds)
                 bound.run(self.session)
                 return bound.fetch()
+            if self.device == "cpu":
+                return [np.asarray(o) for o in self._cpu_call(feeds)()]
             return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
         except RunnerFailed:
             raise
@@ -278,7 +301,7 @@ class OnnxRuntimeRunner(Runner):
             self._binding = bound.binding
             return lambda: bound.run(session)
         if self.device == "cpu":
-            return lambda: session.run(None, plain)
+            return self._cpu_call(plain)
         binding = self._binding = bind_io(session, plain, self.device)
         return lambda: session.run_with_iobinding(binding)
 

@@ -75,6 +75,18 @@ def encoder_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return convert_precision(*encoder(), "bf16")
 
 
+class _Widened(nn.Module):
+    """bfloat16 in and out, float32 inside: ONNX Runtime's CPU provider has the Cast kernels it needs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (torch.tanh(x.float()) * 3).to(torch.bfloat16)
+
+
+def widened_bf16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    return _Widened().eval(), (torch.randn(2, 16).to(torch.bfloat16),)
+
+
 def cnn_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return convert_precision(*cnn(), "fp16")
 

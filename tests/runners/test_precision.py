@@ -58,3 +58,15 @@ def test_bf16_ort_cpu_cannot_run_it_and_compiled_is_still_compared(compare_json,
     pair = next(p for p in data["parity"] if (p["actual"], p["expected"]) == ("compiled", "eager"))
     assert pair["passed"] and {o["dtype"] for o in pair["outputs"]} == {"bfloat16"}
     assert all(o["tolerance"]["source"] == "default bfloat16" for o in pair["outputs"])
+
+
+def test_bf16_inputs_reach_ort_cpu_as_bfloat16(compare_json, models: ModuleType, onnx_dir: Path) -> None:
+    """The runners share float32-drawn feeds with PyTorch; ONNX Runtime gets a bfloat16 input as bfloat16
+    (through OrtValues: ``session.run`` takes no ml_dtypes array), so a bf16 graph it can run is compared."""
+    module, example = models.widened_bf16()
+    path = Path(models.export(module, example, str(onnx_dir / "widened_bf16.onnx"), [{0: "batch"}]))
+    code, data = compare_json(path, "widened_bf16", "--no-compile")
+    assert code == 0, data["failures"]
+    pair = next(p for p in data["parity"] if p["actual"] == "ort-cpu")
+    assert pair["passed"] and {o["dtype"] for o in pair["outputs"]} == {"bfloat16"}
+    assert all(o["rms_expected"] > 0.5 for o in pair["outputs"])  # tanh * 3 of a normal: not degenerate
