@@ -17,7 +17,7 @@ binds inputs and outputs to fixed device buffers, one CUDA graph per batch size 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,7 +269,7 @@ class OnnxRuntimeRunner(Runner):
 
         return {n: np.asarray(a).astype(ml_dtypes.bfloat16) if n in wanted else a for n, a in feeds.items()}
 
-    def _cpu_call(self, feeds: Feeds) -> Step:
+    def _cpu_call(self, feeds: Feeds) -> Callable[[], list[Any]]:
         """One CPU run on ``feeds``: through OrtValues when a feed has a type ``session.run`` refuses
         (ml_dtypes' bfloat16: "Numpy_type 256 can't be converted to MLDataType")."""
         from portable.runners.inputs import from_ort_value, ort_value
