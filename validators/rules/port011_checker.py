@@ -100,14 +100,19 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     del graph.initializer[:]
     graph.initializer.extend(t for t, out in zip(tensors, gone) if not out)
     inputs = {v.name for v in graph.input}
-    moved = {t.name for t, out in zip(tensors, gone) if out}
-    kept_infos = [v for v in graph.value_info if v.name not in moved]  # the moved input states the same type
-    del graph.value_info[:]
-    graph.value_info.extend(kept_infos)
+    _drop_value_infos(graph, {tensors[i].name for i in movable})
     graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                        for t, out in zip(tensors, gone) if out and t.name not in inputs)
     _inline_other_external(copy)
     return copy
+
+
+def _drop_value_infos(graph: onnx.GraphProto, names: set[str]) -> None:
+    """The ``value_info`` of moved weights: each agreed with its tensor (:func:`_same_type`), and the
+    graph input that replaces the tensor states the same type."""
+    kept = [v for v in graph.value_info if v.name not in names]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
 
 
 def _inline_other_external(model: onnx.ModelProto) -> None:
