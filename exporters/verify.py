@@ -22,6 +22,7 @@ from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.inputs import (
     InputSpec,
     OutputSpec,
+    as_declared,
     int_ranges_from_examples,
     io_of_proto,
     make_feeds,
@@ -144,16 +145,6 @@ def _session(data: bytes, precision: str) -> Any:
         return Parity(ok=False, message=f"ONNX Runtime cannot load the exported model: {first}")
 
 
-def _ort_feeds(specs: Sequence[InputSpec], feeds: Feeds) -> dict[str, np.ndarray]:
-    out = dict(feeds)
-    for spec in specs:
-        if spec.dtype == "bfloat16":  # make_feeds draws bfloat16 inputs in float32
-            import ml_dtypes
-
-            out[spec.name] = np.asarray(feeds[spec.name]).astype(ml_dtypes.bfloat16)
-    return out
-
-
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
              batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable) -> dict[str, Any]:
     feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
@@ -162,7 +153,7 @@ def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], ou
     except RunnerFailed as exc:
         return _detail(batch, False, float("inf"), f"batch {batch}: {exc}")
     try:
-        got = run_onnxruntime(session, _ort_feeds(specs, feeds))  # bfloat16 goes through OrtValues, not session.run
+        got = run_onnxruntime(session, as_declared(specs, feeds))  # bfloat16 as bfloat16, through OrtValues
     except Exception as exc:  # noqa: BLE001 - ORT's own types: the export does not run at this batch
         return _detail(batch, False, float("inf"), f"batch {batch}: ONNX Runtime failed to run: {one_line(exc, limit=300)}")
     pair = compare_outputs(("onnxruntime", got), ("eager", expected), [o.name for o in outputs],

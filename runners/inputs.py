@@ -31,7 +31,7 @@ import numpy as np
 from portable.errors import InputError, UsageError
 
 __all__ = ["STRING", "InputSpec", "OutputSpec", "as_declared", "dims_from_examples", "from_ort_value", "graph_io",
-           "int_ranges_from_examples", "io_of_proto", "load_npz", "make_feeds", "numpy_dtype", "ort_value",
+           "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz", "make_feeds", "numpy_dtype", "ort_value",
            "parse_dims", "parse_int_range", "parse_int_ranges", "run_onnxruntime", "tensor_leaves"]
 
 Dim = int | str | None
@@ -94,7 +94,7 @@ def numpy_dtype(name: str) -> np.dtype:
     return _numpy_dtypes()[name]
 
 
-def _extended(dtype: np.dtype) -> bool:
+def is_ml_dtype(dtype: np.dtype) -> bool:
     """A dtype ml_dtypes adds to NumPy (bfloat16, float8, int4...); ``kind`` cannot tell (float8_e5m2's is 'f')."""
     return dtype.isbuiltin == 2
 
@@ -111,8 +111,8 @@ def _dtype(elem_type: int, name: str, every_type: bool = False) -> str:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError, TypeError):
         dtype = None
-    native = dtype is not None and not _extended(dtype) and dtype.kind in "biuf"
-    extended = dtype is not None and _extended(dtype) and (every_type or dtype.name == "bfloat16")
+    native = dtype is not None and not is_ml_dtype(dtype) and dtype.kind in "biuf"
+    extended = dtype is not None and is_ml_dtype(dtype) and (every_type or dtype.name == "bfloat16")
     if dtype is None or not (native or extended):
         raise InputError(f"value {name!r} has an unsupported element type {elem_type}")
     return dtype.name
@@ -229,7 +229,7 @@ def ort_value(array: np.ndarray) -> Any:
     import onnxruntime as ort
 
     array = np.require(array, requirements="C")  # np.ascontiguousarray would make a 0-d array 1-d
-    if not _extended(array.dtype):
+    if not is_ml_dtype(array.dtype):
         return ort.OrtValue.ortvalue_from_numpy(array)
     import onnx_ir as ir
 
@@ -265,7 +265,7 @@ def from_ort_value(value: Any) -> np.ndarray:
     import onnx_ir as ir
 
     elem_type = ir.DataType(value.element_type())
-    if elem_type == ir.DataType.STRING or not _extended(elem_type.numpy()):
+    if elem_type == ir.DataType.STRING or not is_ml_dtype(elem_type.numpy()):
         return np.asarray(value.numpy())
     import ctypes
 

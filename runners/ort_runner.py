@@ -215,6 +215,7 @@ class OnnxRuntimeRunner(Runner):
         self._session: Any = None
         self._binding: Any = None
         self._static: dict[tuple[tuple[int, ...], ...], StaticBinding] = {}
+        self._bfloat16_inputs: frozenset[str] = frozenset()  # set by load()
 
     def load(self) -> None:
         import onnxruntime as ort
@@ -240,6 +241,7 @@ class OnnxRuntimeRunner(Runner):
         if not got or got[0] != self.provider:
             self.load_failed = True
             raise RunnerFailed(f"ONNX Runtime gave providers {got} instead of {self.provider}")
+        self._bfloat16_inputs = frozenset(i.name for i in self._session.get_inputs() if i.type == "tensor(bfloat16)")
         given = self._session.get_provider_options().get(self.provider, {})
         self.effective_options = {k: str(given[k]) for k in REPORTED_OPTIONS if k in given}
 
@@ -262,20 +264,20 @@ class OnnxRuntimeRunner(Runner):
     def _declared(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """The feeds in the graph's own element types: a bfloat16 input comes drawn in float32 (the
         runners share their feeds with PyTorch, which reads no ml_dtypes array) and goes in as bfloat16."""
-        wanted = {i.name for i in self.session.get_inputs() if i.type == "tensor(bfloat16)"}
-        if not wanted:
+        if not self._bfloat16_inputs:
             return dict(feeds)
         import ml_dtypes
 
+        wanted = self._bfloat16_inputs
         return {n: np.asarray(a).astype(ml_dtypes.bfloat16) if n in wanted else a for n, a in feeds.items()}
 
     def _cpu_call(self, feeds: Feeds) -> Callable[[], list[Any]]:
         """One CPU run on ``feeds``: through OrtValues when a feed has a type ``session.run`` refuses
         (ml_dtypes' bfloat16: "Numpy_type 256 can't be converted to MLDataType")."""
-        from portable.runners.inputs import from_ort_value, ort_value
+        from portable.runners.inputs import from_ort_value, is_ml_dtype, ort_value
 
         declared, session = self._declared(feeds), self.session
-        if all(a.dtype.isbuiltin != 2 for a in declared.values()):
+        if not any(is_ml_dtype(a.dtype) for a in declared.values()):
             return lambda: session.run(None, declared)
         pinned = (declared, {n: ort_value(a) for n, a in declared.items()})  # the OrtValues borrow the arrays
         return lambda: [from_ort_value(o) for o in session.run_with_ort_values(None, pinned[1])]
