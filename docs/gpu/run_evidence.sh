@@ -19,15 +19,7 @@ MODELS=$ROOT/out/models
 START=$(date +%s)
 DEADLINE=$((START + ${BUDGET_S:-550}))
 mkdir -p "$RES" "$MODELS" /tmp/shim
-rm -rf /tmp/shim/portable && cp -r portable /tmp/shim/
-for d in runners exporters validators; do ln -s "$ROOT/$d" "/tmp/shim/portable/$d"; done
-mkdir -p /tmp/shim/bin
-printf '#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, "/tmp/shim")\nfrom portable.cli import main\nmain()\n' \
-  >/tmp/shim/bin/portable
-chmod +x /tmp/shim/bin/portable
-# The checkout's own portable/ (without runners/) must not shadow the shim: never run Python with
-# the repository root first on sys.path (python3 -c, python3 -m from the root).
-export PATH=/tmp/shim/bin:$PATH PYTHONPATH=/tmp/shim PYTHONUNBUFFERED=1
+source docs/gpu/shim.sh  # portable from the tree: /tmp/shim, PATH, PYTHONPATH
 
 step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, unless too little time is left
   local name=$1 limit=${LIMIT_S:-$2} left

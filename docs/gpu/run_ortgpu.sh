@@ -19,19 +19,14 @@ MODELS=/tmp/ortgpu-models  # kept on the warm machine between calls (the carried
 START=$(date +%s)
 DEADLINE=$((START + ${BUDGET_S:-530}))
 mkdir -p "$RES" "$MODELS" /tmp/shim
-rm -rf /tmp/shim/portable && cp -r portable /tmp/shim/
-for d in runners exporters validators; do ln -s "$ROOT/$d" "/tmp/shim/portable/$d"; done
-mkdir -p /tmp/shim/bin
-printf '#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, "/tmp/shim")\nfrom portable.cli import main\nmain()\n' \
-  >/tmp/shim/bin/portable
-chmod +x /tmp/shim/bin/portable
+source docs/gpu/shim.sh  # portable from the tree: /tmp/shim, PATH, PYTHONPATH
 # onnxruntime-gpu finds the machine's CUDA 13 / cuDNN libraries through preload_dlls() (its README); every Python
 # started here does it first, so that a command that creates a CUDA session before importing torch finds them too.
 # (Not for the tests: PORTABLE_NO_PRELOAD=1, since one of them checks that `portable compare --help` imports no
 # onnxruntime; their CUDA sessions are created after torch is imported, which loads the libraries.)
 printf 'import os\nif not os.environ.get("PORTABLE_NO_PRELOAD"):\n    try:\n        import onnxruntime\n        onnxruntime.preload_dlls()\n    except Exception as exc:\n        print("preload_dlls:", exc)\n' \
   >/tmp/shim/sitecustomize.py
-export PATH=/tmp/shim/bin:$PATH PYTHONPATH=/tmp/ortsite:/tmp/shim PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/ortsite:/tmp/shim  # onnxruntime-gpu, staged there, first
 
 step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, unless too little time is left
   local name=$1 limit=$2 left

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One device call, from the working tree without installing (portable/ copied to /tmp/shim with the three
-# code folders linked in, as docs/gpu/run_ortgpu.sh does):
+# One device call, from the working tree without installing (docs/gpu/shim.sh):
 #   bash docs/gpu/timing/run.sh probe [--seconds 10]   # docs/gpu/timing/probe.py -> $OUT/probe.json
 #   bash docs/gpu/timing/run.sh honesty [ARGS...]      # bench/honesty_bench.py (torch runners) -> $OUT/honesty.json
 #   bash docs/gpu/timing/run.sh export [ARGS...]       # bench/export_bench.py (export overhead, CPU) -> $OUT/export.json
@@ -8,9 +7,7 @@ set -u
 WHAT=${1:?probe, honesty or export}
 shift
 ROOT=$PWD
-mkdir -p /tmp/shim && rm -rf /tmp/shim/portable && cp -r portable /tmp/shim/
-for d in runners exporters validators; do ln -s "$ROOT/$d" "/tmp/shim/portable/$d"; done
-export PYTHONPATH=/tmp/shim PYTHONUNBUFFERED=1
+source docs/gpu/shim.sh  # portable from the tree: /tmp/shim, PATH, PYTHONPATH
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,pstate --format=csv
 nproc; uptime
 if [ "$WHAT" = probe ]; then
