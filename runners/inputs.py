@@ -30,9 +30,10 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["STRING", "InputSpec", "OutputSpec", "as_declared", "dims_from_examples", "from_ort_value", "graph_io",
-           "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz", "make_feeds", "numpy_dtype", "ort_value",
-           "parse_dims", "parse_int_range", "parse_int_ranges", "run_onnxruntime", "tensor_leaves"]
+__all__ = ["STRING", "as_declared", "device_value", "dims_from_examples", "from_ort_value", "graph_io", "host_array",
+           "InputSpec", "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz", "make_feeds",
+           "numpy_dtype", "ort_value", "OutputSpec", "parse_dims", "parse_int_range", "parse_int_ranges",
+           "run_onnxruntime", "tensor_leaves"]
 
 Dim = int | str | None
 STRING = "string"  # the dtype name of a string tensor; NumPy holds it as an object array
@@ -274,6 +275,31 @@ def from_ort_value(value: Any) -> np.ndarray:
     size = value.tensor_size_in_bytes()
     data = ctypes.string_at(value.data_ptr(), size) if size else b""
     return numpy_helper.to_array(helper.make_tensor("", int(elem_type), value.shape(), data, raw=True))
+
+
+def device_value(array: np.ndarray, device: str) -> Any:
+    """An ``OrtValue`` on ``device`` (``cpu``, ``cuda``) holding a copy of the array, of any type
+    ``ort_value`` takes (bfloat16 included, which ``ortvalue_from_numpy`` refuses): the host value
+    is copied across by ``OrtValue.update_inplace``, the documented device-to-device copy."""
+    import onnxruntime as ort
+
+    host = ort_value(np.array(array, order="C", copy=True))
+    if device == "cpu":
+        return host
+    value = ort.OrtValue.ortvalue_from_shape_and_type(host.shape(), host.element_type(), device, 0)
+    value.update_inplace(host)
+    return value
+
+
+def host_array(value: Any) -> np.ndarray:
+    """An ``OrtValue`` on any device as a NumPy array (copied to the host first if on a device)."""
+    import onnxruntime as ort
+
+    if value.device_name().lower() != "cpu":
+        host = ort.OrtValue.ortvalue_from_shape_and_type(value.shape(), value.element_type(), "cpu", 0)
+        host.update_inplace(value)
+        value = host
+    return from_ort_value(value)
 
 
 def load_npz(path: str | Path, specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:

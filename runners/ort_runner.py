@@ -52,9 +52,6 @@ _DEVICE_OF = {CUDA: "cuda", TENSORRT: "cuda"}
 REPORTED_OPTIONS = ("device_id", "use_tf32", "cudnn_conv_algo_search", "arena_extend_strategy", "gpu_mem_limit",
                     "enable_cuda_graph", "do_copy_in_default_stream", "cudnn_conv_use_max_workspace", "prefer_nhwc",
                     "trt_fp16_enable", "trt_int8_enable")
-_NUMPY_OF = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-             "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
-             "tensor(bool)": "bool"}
 _SKIP_BY_DEFAULT = {"AzureExecutionProvider"}
 
 
@@ -148,18 +145,16 @@ class StaticBinding:
     def __init__(self, session: Any, feeds: Feeds, device: str, graph_id: int) -> None:
         import onnxruntime as ort
 
+        from portable.runners.inputs import device_value
+
         self.binding = session.io_binding()
-        # a copy: on the CPU device an OrtValue wraps the array's memory, and update() writes into it
-        self.inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.array(a, order="C", copy=True), device, 0)
-                       for n, a in feeds.items()}
+        # copies: on the CPU device an OrtValue wraps the array's memory, and update() writes into it
+        self.inputs = {n: device_value(a, device) for n, a in feeds.items()}
         sizes = _symbols(session, feeds)
         self.outputs = []
         for out in session.get_outputs():
-            dtype = _NUMPY_OF.get(out.type)
-            if dtype is None:
-                raise RunnerFailed(f"CUDA graphs: output {out.name!r} has type {out.type}, not bindable from NumPy")
             value = ort.OrtValue.ortvalue_from_shape_and_type(_static_shape(out.shape, sizes, out.name),
-                                                               np.dtype(dtype), device, 0)
+                                                               _element_type(out.type, out.name), device, 0)
             self.outputs.append(value)
             self.binding.bind_ortvalue_output(out.name, value)
         for name, value in self.inputs.items():
@@ -168,26 +163,40 @@ class StaticBinding:
         self.run_options.add_run_config_entry("gpu_graph_id", str(graph_id))  # 0 is reserved, -1 disables
 
     def update(self, feeds: Feeds) -> None:
+        from portable.runners.inputs import ort_value
+
         for name, array in feeds.items():
-            self.inputs[name].update_inplace(np.ascontiguousarray(array))
+            self.inputs[name].update_inplace(ort_value(np.require(array, requirements="C")))
 
     def run(self, session: Any) -> None:
         session.run_with_iobinding(self.binding, self.run_options)
 
     def fetch(self) -> list[np.ndarray]:
         """The outputs copied to host arrays (the device buffers stay bound)."""
+        from portable.runners.inputs import host_array
+
         self.binding.synchronize_outputs()
-        return [np.asarray(o) for o in self.binding.copy_outputs_to_cpu()]
+        return [host_array(o) for o in self.outputs]
+
+
+def _element_type(ort_type: str, output: str) -> int:
+    """ONNX Runtime's ``tensor(bfloat16)`` -> ``TensorProto.BFLOAT16`` (its names are TensorProto's)."""
+    import onnx
+
+    name = ort_type.removeprefix("tensor(").removesuffix(")").upper()
+    if not ort_type.startswith("tensor(") or name == "STRING" or name not in onnx.TensorProto.DataType.keys():
+        raise RunnerFailed(f"CUDA graphs: output {output!r} has type {ort_type}, not a tensor a device buffer holds")
+    return int(onnx.TensorProto.DataType.Value(name))
 
 
 def bind_io(session: Any, feeds: Feeds, device: str) -> Any:
     """An ``IOBinding`` with the inputs copied to ``device`` once and the outputs left there, so a timed
     ``run_with_iobinding`` counts no host transfer (how GPU providers are timed)."""
-    import onnxruntime as ort
+    from portable.runners.inputs import device_value
 
     binding = session.io_binding()
     for name, array in feeds.items():
-        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), device, 0))
+        binding.bind_ortvalue_input(name, device_value(array, device))
     for output in session.get_outputs():
         binding.bind_output(output.name, device)
     return binding
@@ -271,40 +280,39 @@ class OnnxRuntimeRunner(Runner):
         wanted = self._bfloat16_inputs
         return {n: np.asarray(a).astype(ml_dtypes.bfloat16) if n in wanted else a for n, a in feeds.items()}
 
-    def _cpu_call(self, feeds: Feeds) -> Callable[[], list[Any]]:
-        """One CPU run on ``feeds``: through OrtValues when a feed has a type ``session.run`` refuses
-        (ml_dtypes' bfloat16: "Numpy_type 256 can't be converted to MLDataType")."""
-        from portable.runners.inputs import from_ort_value, is_ml_dtype, ort_value
+    def _host_call(self, feeds: Feeds) -> Callable[[], list[Any]]:
+        """One run on host ``feeds`` (ORT copies them to the provider's device): through OrtValues when a
+        feed has a type ``session.run`` refuses (ml_dtypes' bfloat16: "Numpy_type 256 can't be converted
+        to MLDataType")."""
+        from portable.runners.inputs import host_array, is_ml_dtype, ort_value
 
         declared, session = self._declared(feeds), self.session
         if not any(is_ml_dtype(a.dtype) for a in declared.values()):
             return lambda: session.run(None, declared)
         pinned = (declared, {n: ort_value(a) for n, a in declared.items()})  # the OrtValues borrow the arrays
-        return lambda: [from_ort_value(o) for o in session.run_with_ort_values(None, pinned[1])]
+        return lambda: [host_array(o) for o in session.run_with_ort_values(None, pinned[1])]
 
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
         try:
             if self.cuda_graph:
-                bound = self._static_binding(feeds)
+                bound = self._static_binding(self._declared(feeds))
                 bound.run(self.session)
                 return bound.fetch()
-            if self.device == "cpu":
-                return [np.asarray(o) for o in self._cpu_call(feeds)()]
-            return [np.asarray(o) for o in self.session.run(None, dict(feeds))]
+            return [np.asarray(o) for o in self._host_call(feeds)()]
         except RunnerFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException types
             raise RunnerFailed(f"ONNX Runtime ({self.provider}) failed to run: {one_line(exc, limit=400)}") from None
 
     def prepare(self, feeds: Feeds) -> Step:
-        session, plain = self.session, dict(feeds)
+        session, declared = self.session, self._declared(feeds)
         if self.cuda_graph:
-            bound = self._static_binding(plain)
+            bound = self._static_binding(declared)
             self._binding = bound.binding
             return lambda: bound.run(session)
         if self.device == "cpu":
-            return self._cpu_call(plain)
-        binding = self._binding = bind_io(session, plain, self.device)
+            return self._host_call(feeds)
+        binding = self._binding = bind_io(session, declared, self.device)
         return lambda: session.run_with_iobinding(binding)
 
     def synchronize(self) -> None:

@@ -100,3 +100,48 @@ def test_cuda_graph_runner_gives_the_plain_cuda_outputs_for_each_batch(models, c
         expected = plain.infer(feeds)[0]
         assert np.abs(expected).max() > 0
         np.testing.assert_allclose(graph.infer(feeds)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_ort_cuda
+def test_bf16_feeds_reach_ort_cuda_bound_and_in_cuda_graphs(models, onnx_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """A bfloat16 input is drawn in float32 (the feeds are shared with PyTorch) and must reach the CUDA
+    provider as bfloat16 on the device: ``session.run`` and ``ortvalue_from_numpy`` refuse ml_dtypes arrays."""
+    import ml_dtypes
+    import numpy as np
+
+    from portable.runners.inputs import graph_io, host_array, make_feeds
+    from portable.runners.ort_runner import CUDA, OnnxRuntimeRunner
+
+    module, example = models.widened_bf16()
+    path = Path(models.export(module, example, str(onnx_dir / "widened_bf16_cuda.onnx"), [{0: "batch"}]))
+    specs, _ = graph_io(path)
+    runners = [OnnxRuntimeRunner(path), OnnxRuntimeRunner(path, CUDA), OnnxRuntimeRunner(path, CUDA, cuda_graph=True)]
+    for runner in runners:
+        runner.load()
+    cpu, plain, graph = runners
+    for batch, seed in ((4, 0), (4, 1), (1, 2)):
+        feeds = make_feeds(specs, batch, seed=seed)
+        expected = cpu.infer(feeds)[0]
+        assert expected.dtype == ml_dtypes.bfloat16 and np.abs(expected.astype(np.float32)).max() > 0.5
+        step = plain.prepare(feeds)  # I/O binding: inputs copied to the device once
+        step()
+        plain.synchronize()
+        got = {"infer": plain.infer(feeds)[0], "bound": host_array(plain._binding.get_outputs()[0]),
+               "graph": graph.infer(feeds)[0]}
+        for name, out in got.items():
+            assert out.dtype == ml_dtypes.bfloat16, name
+            np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), atol=0.02, err_msg=name)
+
+
+@needs_ort_cuda
+def test_compare_runs_a_bf16_input_graph_on_ort_cuda(cli, models, onnx_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    module, example = models.widened_bf16()
+    path = Path(models.export(module, example, str(onnx_dir / "widened_bf16_cmp.onnx"), [{0: "batch"}]))
+    code, data, err = run_json(cli, str(path), "--reference", spec_of("widened_bf16"), "--device", "cuda",
+                               "--ep", "cuda,cuda-graph,cpu", "--no-compile", "--batch", "1,4", *QUICK)
+    assert code == 0, (err, data.get("failures"))
+    pairs = [p for p in data["parity"] if p["actual"].startswith("ort-cuda")]
+    assert {p["actual"] for p in pairs} == {"ort-cuda", "ort-cuda-graph"}
+    assert all(p["passed"] and {o["dtype"] for o in p["outputs"]} == {"bfloat16"} for p in pairs)
+    assert all(o["rms_expected"] > 0.5 for p in pairs for o in p["outputs"])
+    assert {r["runner"] for r in data["latency"]} >= {"ort-cuda", "ort-cuda-graph"}

@@ -107,6 +107,23 @@ def test_types_numpy_lacks_come_in_their_ml_dtypes_type(name: str) -> None:
         assert values.min() >= info.min and values.max() <= info.max
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "int4", "float8_e4m3fn", "float32", "int64"])
+def test_device_values_hold_a_copy_of_any_type_and_come_back_whole(name: str) -> None:
+    """``device_value``/``host_array`` carry the I/O-bound feeds of GPU runners (on the CPU device here;
+    on CUDA in tests/runners/test_gpu.py): the element type is kept and the array is copied, not borrowed."""
+    from portable.runners.inputs import as_declared, device_value, host_array, numpy_dtype
+
+    spec = InputSpec("x", name, ("batch", 16))
+    array = as_declared([spec], make_feeds([spec], 2, seed=0, int_range=(-7, 7)))["x"]
+    value = device_value(array, "cpu")
+    expected = array.astype(np.float32)
+    array[...] = array[0, 0] if name == "int4" else 0  # the value must not see later writes to the array
+    back = host_array(value)
+    assert back.dtype == numpy_dtype(name) and back.shape == (2, 16)
+    np.testing.assert_array_equal(back.astype(np.float32), expected)
+    assert len(np.unique(expected)) > 1
+
+
 def test_an_int_range_outside_the_type_is_cut_to_it() -> None:
     ints = make_feeds([InputSpec("u", "uint8", (1000,))], 1, seed=0, int_range=(-5, 3))["u"]
     assert ints.min() == 0 and ints.max() == 2  # before: -5..-1 wrapped round to 251..255
@@ -147,7 +164,17 @@ def _identity(elem_type: int, opset: int, op: str = "Identity") -> bytes:
     graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], **({"to": out_type} if op == "Cast" else {}))],
                               "g", [helper.make_tensor_value_info("x", elem_type, [3, 5])],
                               [helper.make_tensor_value_info("y", out_type, [3, 5])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    return _model(graph, opset)
+
+
+def _model(graph, opset: int) -> bytes:  # type: ignore[no-untyped-def]
+    """The model at the lowest IR version its opset needs: helper.make_model stamps the installed onnx's
+    newest, which an older ONNX Runtime refuses (onnx 1.23: IR 14; onnxruntime-gpu 1.31 on the H200 reads up to 13)."""
+    from onnx import helper
+
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets,
+                             ir_version=helper.find_min_ir_version_for(opsets)).SerializeToString()
 
 
 # element type, opset, op: Identity where ONNX Runtime 1.32 has a kernel for the type, Cast to float otherwise
@@ -186,7 +213,7 @@ def test_sub_byte_outputs_are_unpacked(name: str) -> None:
     graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=elem_type)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
                               [helper.make_tensor_value_info("y", elem_type, [5])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    model = _model(graph, opset)
     values = np.array([0, 1, -1, 1, 0] if name == "int4" else [0, 1, 2, 3, 1], dtype=np.float32)
     (out,) = run_onnxruntime(ort.InferenceSession(model, providers=["CPUExecutionProvider"]), {"x": values})
     assert out.dtype == numpy_dtype(name) and out.astype(np.float32).tolist() == values.tolist()
