@@ -99,9 +99,11 @@ def _real(name: str) -> Any:
     from bench.zoo.models_hf import TensorOutputs, text_inputs
     from bench.zoo.models_vision import _torchvision
     from bench.zoo.registry import Built
+    from bench.zoo.tvops import import_torchvision
 
     if name != "bert_base":
         return _torchvision(name)
+    import_torchvision()  # transformers imports torchvision, whose compiled nms does not load beside the CPU torch
     import torch
     import transformers
 

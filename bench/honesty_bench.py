@@ -24,9 +24,12 @@ Usage: ``python bench/honesty_bench.py [--model resnet50|cnn] [--onnx rn50.onnx]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
+import os
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +107,33 @@ def _slices(entries: list[Any], config: Any, slices: int, min_run_time: float) -
     out = []
     for index in range(slices):
         order = entries if index % 2 == 0 else entries[::-1]
+        host = [_host_us()]
         ours = _timed(order, config)
         clock = _sm_clock_mhz()
+        host.append(_host_us())
         theirs = {e.name: _theirs(e.step, min_run_time) for e in order}
+        host.append(_host_us())
         out.append({"order": "given" if index % 2 == 0 else "reversed", "ours": ours, "theirs": theirs,
-                    "sm_clock_mhz": [clock, _sm_clock_mhz()]})
+                    "sm_clock_mhz": [clock, _sm_clock_mhz()], "host_us": host})
     return out
+
+
+def _host_us() -> float:
+    """The host CPU's speed now: microseconds of a fixed piece of pure-Python work (best of 5). On the
+    lent H200 (a VM) it reads 265-270 us or 430-450 us, switching over seconds, and batch 1's
+    launch-bound PyTorch calls move with it (docs/gpu/timing/host_probe.py)."""
+    import time
+
+    def once() -> float:
+        start = time.perf_counter()
+        sum(range(20000))
+        return time.perf_counter() - start
+    return round(min(once() for _ in range(5)) * 1e6, 1)
+
+
+def _steady(slice_: dict[str, Any]) -> bool:
+    """Did the host keep one speed through the slice (its readings within 5 % of each other)?"""
+    return max(slice_["host_us"]) <= (1 + GOAL) * min(slice_["host_us"])
 
 
 def _sm_clock_mhz() -> int | None:
@@ -123,11 +147,43 @@ def _sm_clock_mhz() -> int | None:
         return None
 
 
+def _met(*ratios: float | None) -> bool | None:
+    """Within the goal in both orders; None when an order had no slice to judge by."""
+    if any(r is None for r in ratios):
+        return None
+    return all(abs(r - 1) <= GOAL for r in ratios if r is not None)
+
+
+@contextlib.contextmanager
+def _pinned(cpu: int | None) -> Iterator[None]:
+    """The calling thread (the one that launches work) held on one CPU while timing, or left as it is.
+    Pinned after compiling: inductor's compile workers, started from this thread, would inherit it."""
+    if cpu is None:
+        yield
+        return
+    saved = os.sched_getaffinity(0)  # pid 0: on Linux, the calling thread
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
+def _ratio(name: str, picked: list[dict[str, Any]]) -> float | None:
+    if not picked:
+        return None
+    ours = statistics.median(s["ours"][name][0] for s in picked)
+    return round(ours / statistics.median(s["theirs"][name] for s in picked), 4)
+
+
 def _row(name: str, slices: list[dict[str, Any]], order: str) -> dict[str, Any]:
     picked = [s for s in slices if s["order"] == order]
     ours = statistics.median(s["ours"][name][0] for s in picked)
     theirs = statistics.median(s["theirs"][name] for s in picked)
+    steady = [s for s in picked if _steady(s)]
     return {"ours_ms": round(ours * 1e3, 4), "theirs_ms": round(theirs * 1e3, 4), "ratio": round(ours / theirs, 4),
+            "steady_host_slices": len(steady), "ratio_steady_host": _ratio(name, steady),
+            "host_us": [s["host_us"] for s in picked],
             "slices_ms": [[round(s["ours"][name][0] * 1e3, 4), round(s["theirs"][name] * 1e3, 4)] for s in picked],
             "p50_ms": round(statistics.median(s["ours"][name][1] for s in picked) * 1e3, 4),
             "warmup": [s["ours"][name][2] for s in picked]}
@@ -150,7 +206,8 @@ def one(module: Any, shape: tuple[int, ...], batch: int, tf32: bool, args: argpa
             name = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"]).get_inputs()[0].name
             feeds = {name: feeds["x"]}
         entries = _entries(runners, feeds)
-        slices = _slices(entries, config, args.slices, args.min_run_time)
+        with _pinned(args.pin_cpu):
+            slices = _slices(entries, config, args.slices, args.min_run_time)
         for runner in runners:
             runner.unload()
     rows = []
@@ -159,7 +216,10 @@ def one(module: Any, shape: tuple[int, ...], batch: int, tf32: bool, args: argpa
         rows.append({"runner": e.name, "batch": batch, "numerics": "tf32" if tf32 else "strict-fp32",
                      "given_order": given, "reversed_order": reversed_,
                      "ratio": given["ratio"], "ratio_reversed": reversed_["ratio"],
-                     "sm_clock_mhz": [s["sm_clock_mhz"] for s in slices],
+                     "ratio_steady_host": given["ratio_steady_host"],
+                     "ratio_reversed_steady_host": reversed_["ratio_steady_host"],
+                     "met_steady_host": _met(given["ratio_steady_host"], reversed_["ratio_steady_host"]),
+                     "sm_clock_mhz": [s["sm_clock_mhz"] for s in slices], "pin_cpu": args.pin_cpu,
                      "met": abs(given["ratio"] - 1) <= GOAL and abs(reversed_["ratio"] - 1) <= GOAL})
     return rows
 
@@ -174,6 +234,8 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds per runner and order")
     parser.add_argument("--slices", type=int, default=4, help="alternations of portable and blocked_autorange (half reversed)")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="blocked_autorange's min_run_time per slice")
+    parser.add_argument("--pin-cpu", type=int, default=None,
+                        help="hold the timing thread on this CPU (after compiling): host scheduling out of the figures")
     parser.add_argument("--jsonl", default=None, help="also append each row to this file as it is measured")
     args = parser.parse_args()
     import torch

@@ -8,6 +8,7 @@
 #   bash docs/gpu/run_ortgpu.sh C   # the compares B skipped (a compare whose JSON exists is not run again)
 #   bash docs/gpu/run_ortgpu.sh D   # a fresh machine: tests/runners, and the honesty bench again (HONESTY_TAG)
 #   bash docs/gpu/run_ortgpu.sh E   # ViT-B/16 parity with a non-zero head (strict, TF32, fp16), no latency
+#   bash docs/gpu/run_ortgpu.sh T   # tests/runners with the CUDA provider, nothing else
 # Needs onnxruntime-gpu installed in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh) on the same machine.
 # Runs from the working tree without installing (the shim of run_evidence.sh). Results: /tmp/ortgpu-res/ and
 # $OUT/ortgpu-STAGE.tar.gz (everything so far on this machine); exports stay in /tmp/ortgpu-models.
@@ -79,7 +80,9 @@ honesty() {  # honesty TAG: bench/honesty_bench.py on ResNet-50, b1 and b32, str
     --jsonl '$RES/honesty$1-ortgpu.jsonl' > '$RES/honesty$1-ortgpu.json'"
 }
 
-if [ "$STAGE" = E ]; then
+if [ "$STAGE" = T ]; then
+  tests
+elif [ "$STAGE" = E ]; then
   export_models vit_b16_head vit_b16_head_fp16
   PARITY=(--no-compile --no-latency --batch 1,32)
   cmp vit-head-strict vit_b16_head vit_b16_head --ep cuda,cpu "${PARITY[@]}"
