@@ -71,7 +71,7 @@ all_compares() {
 tests() {  # tests/runners with the CUDA provider, once per machine
   grep -q passed "$RES/pytest.out" 2>/dev/null && return
   PORTABLE_NO_PRELOAD=1 step pytest 240 bash -c "cd /tmp/shim && python3 -m pytest '$ROOT/tests/runners' -q -p no:cacheprovider \
-    --rootdir '$ROOT' -c '$ROOT/pyproject.toml' -rs"
+    --rootdir '$ROOT' -c '$ROOT/pyproject.toml' -rs --junitxml '$RES/pytest.xml'"
 }
 
 honesty() {  # honesty TAG: bench/honesty_bench.py on ResNet-50, b1 and b32, strict fp32 and TF32
