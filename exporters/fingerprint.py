@@ -9,21 +9,30 @@ and the model-level stamps, the fingerprint itself included).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import onnx
 
 __all__ = ["fingerprint"]
 
 
-def fingerprint(proto: onnx.ModelProto) -> str:
-    """``sha256:<hex>`` of the canonical form of ``proto``."""
+def fingerprint(proto: onnx.ModelProto, payloads: Mapping[int, bytes | memoryview] | None = None) -> str:
+    """``sha256:<hex>`` of the canonical form of ``proto``.
+
+    ``payloads``: main-graph initializer index -> its ``raw_data``, for a proto parsed lean
+    (``validators.lean``: large payloads left in the serialized bytes); the same fingerprint as
+    of the whole proto, hashed from the bytes in place (hashlib releases the GIL on them)."""
+    payloads = payloads or {}
     digest = hashlib.sha256()
     for opset in sorted((o.domain, o.version) for o in proto.opset_import):
         digest.update(f"opset {opset[0]} {opset[1]}\n".encode())
     digest.update(_graph_without_payload(proto.graph).SerializeToString(deterministic=True))
-    for tensor in sorted(proto.graph.initializer, key=lambda t: t.name):
+    for index, tensor in sorted(enumerate(proto.graph.initializer), key=lambda it: it[1].name):
         digest.update(_tensor_header(tensor))
-        digest.update(tensor.raw_data if tensor.HasField("raw_data") else _payload(tensor))
+        if index in payloads:
+            digest.update(payloads[index])
+        else:
+            digest.update(tensor.raw_data if tensor.HasField("raw_data") else _payload(tensor))
     for function in sorted(proto.functions, key=lambda f: (f.domain, f.name)):
         copy = onnx.FunctionProto()
         copy.CopyFrom(function)

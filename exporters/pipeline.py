@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from portable.errors import InternalError
@@ -71,18 +73,53 @@ def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bo
     when every check passed, removed otherwise."""
     with terminate_as_interrupt(), contextlib.ExitStack() as stack:
         with phases.phase("validate"), quiet_torch():
-            proto, print_ = _serialize(model, job)
+            proto = _serialize(model, job)
             data = proto.SerializeToString(deterministic=True)
             check_target(job.path, force)
-            staged = stack.enter_context(StagedWrite(job.path, data))
-            report = _validate(data, job)
+            staged = stack.enter_context(StagedWrite(job.path, data, tail=True))
+            print_, report = _validate_and_fingerprint(data, job)
+            tail = _stamp_fingerprint(proto, print_)
+            staged.append(tail)
+            report = replace(report, model={**report.model, "fingerprint": print_,
+                                            "size_bytes": len(data) + len(tail)})
         parity = None
         if verify:
             with phases.phase("verify"):
                 parity = _verify(job, data, report, proto, tolerances)
         with phases.phase("write"):
             staged.commit()
-    return _Written(proto, print_, len(data), report, parity)
+    return _Written(proto, print_, len(data) + len(tail), report, parity)
+
+
+def _validate_and_fingerprint(data: bytes, job: ExportJob) -> tuple[str, ValidationReport]:
+    """Validate the bytes, and hash their fingerprint in a thread meanwhile, from the model
+    validation parsed: the weights' bytes in place, with no copy (hashlib releases the GIL), so
+    the 0.4 s of a 440 MB model's sha256 overlaps the rules instead of coming before them."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="portable-fingerprint")
+    hashing: list[Future[str]] = []
+
+    def start(proto: onnx.ModelProto, payloads: Mapping[int, memoryview]) -> None:
+        hashing.append(pool.submit(fingerprint, proto, payloads))
+    try:
+        report = _validate(data, job, start)
+        return hashing[0].result(), report
+    finally:
+        pool.shutdown(wait=False)  # a failed check does not wait for the hash
+
+
+def _stamp_fingerprint(proto: onnx.ModelProto, print_: str) -> bytes:
+    """Add the fingerprint to ``proto`` and return it serialized as a ModelProto of that one
+    ``metadata_props`` entry: appended to the bytes already written, it parses as the same model
+    with the entry last (protobuf merges a concatenated message's repeated fields), so the weights
+    need not be serialized again. The fingerprint covers no metadata, so the validated bytes differ
+    from the file by that entry alone."""
+    import onnx
+
+    entry = onnx.StringStringEntryProto(key="portable.fingerprint", value=print_)
+    proto.metadata_props.append(entry)
+    tail = onnx.ModelProto()
+    tail.metadata_props.append(entry)
+    return tail.SerializeToString(deterministic=True)
 
 
 def translate(program: Any, job: ExportJob) -> ir.Model:
@@ -95,23 +132,23 @@ def translate(program: Any, job: ExportJob) -> ir.Model:
                            detail=exc.detail) from None
 
 
-def _serialize(model: ir.Model, job: ExportJob) -> tuple[onnx.ModelProto, str]:
-    """Refuse oversized weights, then build the proto with portable's metadata and fingerprint."""
+def _serialize(model: ir.Model, job: ExportJob) -> onnx.ModelProto:
+    """Refuse oversized weights, then build the proto with portable's metadata (the fingerprint
+    comes later: :func:`_stamp_fingerprint`)."""
     import onnx_ir as ir
 
     check_size(model, job.policy.max_size_bytes)
     proto = ir.to_proto(model)
     stamp(proto, job.policy, job.precision, job.batch)
-    print_ = fingerprint(proto)
-    proto.metadata_props.add(key="portable.fingerprint", value=print_)
-    return proto, print_
+    return proto
 
 
-def _validate(data: bytes, job: ExportJob) -> ValidationReport:
+def _validate(data: bytes, job: ExportJob,
+              parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None]) -> ValidationReport:
     """The rules over the bytes about to be written, read as ``portable validate`` reads the file."""
     from portable.validators import validate_bytes
 
-    report = validate_bytes(data, str(job.path), job.policy)
+    report = validate_bytes(data, str(job.path), job.policy, parsed=parsed)
     if report.error is not None:  # a rule crashed: portable's failure, not the model's (exit 3)
         raise InternalError(f"validating the export failed: {report.error}", path=str(job.path))
     if not report.ok:

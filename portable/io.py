@@ -46,7 +46,6 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         chunk = view[start:start + CHUNK]
         while chunk:
             chunk = chunk[os.write(fd, chunk):]
-    os.fsync(fd)
 
 
 def _alive(pid: int) -> bool:
@@ -83,21 +82,39 @@ class StagedWrite:
     target as it was. The writer keeps its own reference to ``data``.
     """
 
-    def __init__(self, path: str | Path, data: bytes | memoryview) -> None:
+    def __init__(self, path: str | Path, data: bytes | memoryview, *, tail: bool = False) -> None:
+        """``tail=True``: more bytes follow (:meth:`append`), known only after the checks began; the
+        writer writes ``data`` at once and waits for them before its fsync."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(self.path)
         self.tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.tmp"
         self._error: BaseException | None = None
         self._done = self._abandoned = False
+        self._tail: list[bytes] = []
+        self._tail_given = threading.Event()
+        if not tail:
+            self._tail_given.set()
         self._thread = threading.Thread(target=self._write, args=(data,), name="portable-write", daemon=True)
         self._thread.start()
+
+    def append(self, data: bytes) -> None:
+        """The last bytes of a ``tail=True`` write, written after the first ones, before the fsync."""
+        if self._tail_given.is_set():
+            raise RuntimeError("StagedWrite.append: no tail was announced, or it was given already")
+        self._tail.append(data)
+        self._tail_given.set()
 
     def _write(self, data: bytes | memoryview) -> None:
         try:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
             try:
                 _write_all(fd, data)
+                self._tail_given.wait()
+                for more in self._tail:
+                    _write_all(fd, more)
+                if not self._abandoned:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by commit()
@@ -107,6 +124,8 @@ class StagedWrite:
 
     def commit(self) -> None:
         """Wait for the bytes to be on disk, then rename them onto the target."""
+        if not self._tail_given.is_set():
+            raise RuntimeError("StagedWrite.commit: the announced tail was never appended")
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -121,6 +140,7 @@ class StagedWrite:
         only briefly, so Ctrl-C or SIGTERM ends the run at once; it removes its file when it is done."""
         if not self._done:
             self._abandoned = True
+            self._tail_given.set()  # a writer waiting for its tail goes on, to remove its file
             self._thread.join(timeout=ABANDON_WAIT_S)
             self.tmp.unlink(missing_ok=True)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from portable.findings import Finding
 from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.context import ModelContext
-from portable.validators.lean import Unscannable, parse_lean_bytes, release
+from portable.validators.lean import Unscannable, parse_lean_bytes, release, stripped_payloads
 from portable.validators.loading import load_model_file, parse_model_bytes
 from portable.validators.rules import ALL_RULES, Rule
 
@@ -143,15 +143,21 @@ def _validate_file(path: str | Path, policy: Policy, name: str | None, rules: Se
         release(loaded.proto)  # the memory map of a lean parse
 
 
-def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Rule] | None = None) -> ValidationReport:
+def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Rule] | None = None,
+                   parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None] | None = None
+                   ) -> ValidationReport:
     """Validate a serialized model (an export before it is written) the way :func:`validate` reads
     the file ``path``: parsed lean, so no rule copies its weights (PORT011's checker gets them as
-    inputs, see ``port011_checker``), ``size`` the byte count."""
+    inputs, see ``port011_checker``), ``size`` the byte count. ``parsed`` is called with the parsed
+    model and its stripped payloads (initializer index -> bytes) before the rules run: the exporter
+    hashes them meanwhile. It must change neither; the payloads are views of ``data``."""
     try:
         proto = parse_lean_bytes(data, path).proto
     except (Unscannable, DecodeError, RecursionError, ValueError):
         proto = parse_model_bytes(data, path)
     try:
+        if parsed is not None:
+            parsed(proto, stripped_payloads(proto))
         return validate_proto(proto, path, policy, len(data), rules=rules)
     finally:
         release(proto)

@@ -34,7 +34,8 @@ import onnx
 
 from portable.validators.limits import SMALL_TENSOR
 
-__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean", "parse_lean_bytes"]
+__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean", "parse_lean_bytes",
+           "stripped_payloads"]
 
 # Only tensors above this many elements are stripped (see the module docstring).
 LEAN_MIN_ELEMENTS = SMALL_TENSOR
@@ -105,6 +106,13 @@ def lean_of(proto: onnx.ModelProto) -> LeanModel | None:
     """The lean model behind ``proto``, if ``proto`` came from :func:`parse_lean`."""
     lean = _REGISTRY.get(id(proto))
     return lean if lean is not None and lean.proto is proto else None
+
+
+def stripped_payloads(proto: onnx.ModelProto) -> dict[int, memoryview]:
+    """Main-graph initializer index -> the ``raw_data`` a lean parse left in the bytes (zero-copy);
+    empty for a proto parsed whole."""
+    lean = lean_of(proto)
+    return {} if lean is None else {index: lean.payload(ref) for index, ref in lean.stripped.items()}
 
 
 def release(proto: onnx.ModelProto) -> None:

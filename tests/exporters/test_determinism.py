@@ -42,3 +42,28 @@ def test_fingerprint_ignores_doc_strings_and_producer_but_not_weights(cnn_export
     proto = onnx.load(str(cnn_export.path))
     proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
     assert fingerprint(proto) != cnn_export.fingerprint
+
+
+def test_the_fingerprint_of_a_lean_parse_is_the_files(tmp_path):
+    """Exports hash the lean parse validation made (large payloads as views of the bytes): the same
+    fingerprint as the whole file's, and a changed payload byte still changes it."""
+    import onnx
+    import torch
+
+    import portable
+    from portable.exporters.fingerprint import fingerprint
+    from portable.validators.lean import parse_lean_bytes, stripped_payloads
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8)).eval()
+    result = portable.export(module, (torch.randn(2, 256),), tmp_path / "wide.onnx", verify=False)
+    data = bytearray(result.path.read_bytes())
+    lean = parse_lean_bytes(bytes(data), str(result.path)).proto
+    payloads = stripped_payloads(lean)
+    assert payloads, "nothing stripped: the test would prove nothing"
+    assert fingerprint(lean, payloads) == fingerprint(onnx.load_from_string(bytes(data))) == result.fingerprint
+    assert fingerprint(lean) != result.fingerprint  # the stripped payloads are needed
+    offset = bytes(data).find(next(iter(payloads.values())).tobytes())
+    data[offset] ^= 1
+    changed = parse_lean_bytes(bytes(data), str(result.path)).proto
+    assert fingerprint(changed, stripped_payloads(changed)) != result.fingerprint

@@ -104,6 +104,12 @@ def test_metadata_and_manifest_carry_the_fingerprint(name, request):
     proto = onnx.load(str(result.path))
     props = {p.key: p.value for p in proto.metadata_props}
     assert props["portable.fingerprint"] == result.fingerprint
+    # hashed while validation ran and appended to the written bytes: once, last, and what the file holds
+    from portable.exporters.fingerprint import fingerprint
+
+    assert [p.key for p in proto.metadata_props][-1] == "portable.fingerprint" and len(props) == len(proto.metadata_props)
+    assert fingerprint(proto) == result.fingerprint == result.report.model["fingerprint"]
+    assert result.report.model["size_bytes"] == result.path.stat().st_size
     assert json.loads(props["portable.policy"])["opset"] == 18
     manifest = json.loads(result.manifest_path.read_text())
     assert manifest["fingerprint"] == result.fingerprint and manifest["precision"] == "fp32"

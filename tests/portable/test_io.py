@@ -79,3 +79,28 @@ def test_a_failed_check_does_not_wait_for_a_stalled_disk(tmp_path, monkeypatch):
     release.set()
     staged._thread.join(5)
     assert not staged._thread.is_alive() and list(tmp_path.iterdir()) == []
+
+
+def test_a_tail_appended_during_the_checks_ends_the_file(tmp_path):
+    target = tmp_path / "model.onnx"
+    data = bytes(range(256)) * 40_000
+    with StagedWrite(target, data, tail=True) as staged:
+        staged.append(b"fingerprint")
+        staged.commit()
+    assert target.read_bytes() == data + b"fingerprint"
+    with pytest.raises(RuntimeError, match="no tail was announced"), StagedWrite(tmp_path / "b", b"x") as plain:
+        plain.append(b"y")
+
+
+def test_a_tail_never_given_is_refused_at_commit_and_a_failed_check_leaves_nothing(tmp_path):
+    import time
+
+    target = tmp_path / "model.onnx"
+    with pytest.raises(RuntimeError, match="never appended"), StagedWrite(target, b"x" * 1000, tail=True) as staged:
+        staged.commit()  # would wait forever for the writer
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="validation failed"), StagedWrite(target, b"x" * 1000, tail=True) as staged:
+        raise RuntimeError("validation failed")
+    staged._thread.join(5)  # the writer waiting for its tail was released and removed its file
+    assert time.perf_counter() - start < 2 and not staged._thread.is_alive()
+    assert list(tmp_path.iterdir()) == []
