@@ -32,6 +32,7 @@ __all__ = [
     "OptimizePass",
     "RelativeSourcesPass",
     "RenameSymbolPass",
+    "RuntimeFusionPass",
     "ShapeProbe",
     "StaticRewritePass",
     "StaticShapesPass",
@@ -173,6 +174,22 @@ class StaticRewritePass(ir.passes.InPlacePass):
         from portable.exporters.rewrites import portable_rules
 
         return RewritePass([*_library_rules(), *portable_rules()])(model)
+
+
+class RuntimeFusionPass(ir.passes.InPlacePass):
+    """Make in the file the fusions ONNX Runtime makes at load (:mod:`portable.exporters.fusions`:
+    a per-channel ``Mul`` after a ``Conv`` goes into its weights), so that other runtimes get the
+    graph ORT runs; on ORT the outputs stay bit-identical. The replaced weights are dropped."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from onnxscript.rewriter import RewritePass
+
+        from portable.exporters.fusions import runtime_fusion_rules
+
+        result = RewritePass(runtime_fusion_rules())(model)
+        if result.modified:
+            common.RemoveUnusedNodesPass()(model)
+        return ir.passes.PassResult(model, result.modified)
 
 
 class NoOpPadPass(ir.passes.InPlacePass):
@@ -421,6 +438,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         common.RemoveUnusedOpsetsPass(),
         StaticShapesPass(probe),
         StaticSimplifyPass(),
+        RuntimeFusionPass(),
         RelativeSourcesPass(root),
         CanonicalNamesPass(),
     ])
