@@ -1,11 +1,15 @@
-"""Fusions ONNX Runtime makes when it loads a model, made in the file instead.
+"""Fusions that leave ONNX Runtime's outputs bit for bit as they were, made in the file.
 
-Unlike :mod:`portable.exporters.rewrites`, these change how a product is rounded: ``conv(x, w) * g``
-becomes ``conv(x, w * g)``. ONNX Runtime's default graph optimizations make the same fusion at
-load (``ConvMulFusion``, basic level) from the same float32 product, so on ONNX Runtime the fused
-file gives bit-identical outputs to the unfused one (tests/exporters/test_fusions.py checks it);
-another runtime sees the weights ORT would have computed with. Each rule is exact about shapes
-and types and holds for every batch (it reads only the weights and the per-channel constant).
+Unlike :mod:`portable.exporters.rewrites`, these change the arithmetic another runtime is asked
+for, and tests/exporters/test_fusions.py checks ORT's bits stay the same:
+- ``conv(x, w) * g`` (one factor per output channel) becomes ``conv(x, w * g)``: ORT's default graph
+  optimizations make the same fusion at load (``ConvMulFusion``, basic level) from the same float32
+  products, so the fused file runs what ORT ran anyway (:func:`runtime_fusion_rules`);
+- MatMuls of one input by constant weights (attention's q/k/v) become one MatMul by the weights
+  side by side and a ``Split`` (:class:`MergeSharedMatMulsPass`): each output column is the same
+  dot product, which ORT's CPU kernels compute in the same order either way; one wider product is
+  what GPU runtimes prefer.
+Each holds for every batch: it reads only constant weights and static inner dims.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import onnx_ir as ir
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule
 
-__all__ = ["runtime_fusion_rules"]
+__all__ = ["MergeSharedMatMulsPass", "runtime_fusion_rules"]
 
 
 def runtime_fusion_rules() -> list[RewriteRule]:
@@ -51,7 +55,8 @@ def _per_channel(context: Any, x: ir.Value, w: ir.Value, g: ir.Value, conv_out: 
         return False
     if len(conv_out.uses()) != 1 or conv_out.is_graph_output():
         return False
-    return _channel_factors(factor.numpy(), len(weight.shape), weight.shape[0]) is not None
+    channels = weight.shape[0]  # a constant's dims are ints
+    return isinstance(channels, int) and _channel_factors(factor.numpy(), len(weight.shape), channels) is not None
 
 
 def _channel_factors(g: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
@@ -79,3 +84,66 @@ def _scaled_conv(op: Any, x: ir.Value, w: ir.Value, g: ir.Value, conv_out: ir.Va
     producer = conv_out.producer()
     assert producer is not None
     return op.Conv(*inputs, **producer.attributes)
+
+
+class MergeSharedMatMulsPass(ir.passes.InPlacePass):
+    """``MatMul(x, w1)``, ``MatMul(x, w2)``... (two or more, constant 2-D weights of one type and one
+    inner size) -> ``Split(MatMul(x, concat(w1, w2, ...)))``; outputs that are graph outputs stay."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for value in list(_all_values(model.graph)):
+            group = _matmuls_of(value)
+            if len(group) >= 2:
+                _merge(model.graph, value, group)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def _all_values(graph: ir.Graph) -> list[ir.Value]:
+    return [*graph.inputs, *(v for node in graph for v in node.outputs)]
+
+
+def _matmuls_of(x: ir.Value) -> list[ir.Node]:
+    """The MatMuls with ``x`` as first input and a constant 2-D second input, all alike."""
+    found = []
+    for node, index in x.uses():
+        other = node.inputs[1] if len(node.inputs) == 2 else None
+        weight = ir.convenience.get_const_tensor(other) if other is not None else None
+        if (node.op_type == "MatMul" and node.domain in ("", "ai.onnx") and index == 0 and node.inputs[1] is not x
+                and weight is not None and len(weight.shape) == 2 and not node.outputs[0].is_graph_output()):
+            found.append((node, weight))
+    if not found:
+        return []
+    dtype, inner = found[0][1].dtype, found[0][1].shape[0]
+    return [n for n, w in found if w.dtype == dtype and w.shape[0] == inner]
+
+
+def _merge(graph: ir.Graph, x: ir.Value, group: list[ir.Node]) -> None:
+    weights = [n.inputs[1].const_value.numpy() for n in group]  # type: ignore[union-attr]
+    names = [n.inputs[1].name or "w" for n in group]  # type: ignore[union-attr]
+    merged = _initializer(graph, "__".join(names), np.concatenate(weights, axis=1))
+    sizes = _initializer(graph, "__".join(names) + "__split", np.array([w.shape[1] for w in weights], dtype=np.int64))
+    first = group[0]
+    product = ir.node("MatMul", [x, merged], name=first.name, metadata_props=dict(first.metadata_props))
+    split = ir.node("Split", [product.outputs[0], sizes], attributes={"axis": -1}, num_outputs=len(group),
+                    name=f"{first.name}.split", metadata_props=dict(first.metadata_props))
+    old_shape = first.outputs[0].shape
+    if old_shape is not None and len(old_shape):
+        product.outputs[0].shape = ir.Shape([*list(old_shape)[:-1], sum(w.shape[1] for w in weights)])
+    product.outputs[0].type = first.outputs[0].type
+    graph.insert_before(first, [product, split])
+    for node, out in zip(group, split.outputs):
+        old = node.outputs[0]
+        name, out.shape, out.type = old.name, old.shape, old.type
+        old.name = None
+        out.name = name
+        ir.convenience.replace_all_uses_with(old, out)
+        graph.remove(node, safe=True)
+
+
+def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+                     const_value=ir.tensor(array, name=name))
+    graph.register_initializer(value)
+    return value

@@ -177,19 +177,15 @@ class StaticRewritePass(ir.passes.InPlacePass):
 
 
 class RuntimeFusionPass(ir.passes.InPlacePass):
-    """Make in the file the fusions ONNX Runtime makes at load (:mod:`portable.exporters.fusions`:
-    a per-channel ``Mul`` after a ``Conv`` goes into its weights), so that other runtimes get the
-    graph ORT runs; on ORT the outputs stay bit-identical. The replaced weights are dropped."""
+    """The fusion rules of :mod:`portable.exporters.fusions`: a per-channel ``Mul`` after a ``Conv`` goes
+    into its weights, as ONNX Runtime does at load (its outputs stay bit-identical)."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from onnxscript.rewriter import RewritePass
 
         from portable.exporters.fusions import runtime_fusion_rules
 
-        result = RewritePass(runtime_fusion_rules())(model)
-        if result.modified:
-            common.RemoveUnusedNodesPass()(model)
-        return ir.passes.PassResult(model, result.modified)
+        return RewritePass(runtime_fusion_rules())(model)
 
 
 class NoOpPadPass(ir.passes.InPlacePass):
@@ -425,6 +421,8 @@ def _all_values(graph: ir.Graph):
 
 def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
     """Everything between torch's ONNX graph and the file (``symbol``: torch's batch symbol)."""
+    from portable.exporters.fusions import MergeSharedMatMulsPass
+
     probe = ShapeProbe(BATCH if symbol else None)  # one analysis, read by both probed passes
     return ir.passes.PassManager([
         common.InlinePass(),
@@ -439,6 +437,8 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         StaticShapesPass(probe),
         StaticSimplifyPass(),
         RuntimeFusionPass(),
+        MergeSharedMatMulsPass(),
+        common.RemoveUnusedNodesPass(),  # the weights the fusions replaced
         RelativeSourcesPass(root),
         CanonicalNamesPass(),
     ])

@@ -1,4 +1,4 @@
-"""RuntimeFusionPass: the fusions ONNX Runtime makes at load, made in the file (exporters/fusions.py)."""
+"""RuntimeFusionPass and MergeSharedMatMulsPass (exporters/fusions.py): fusions that leave ORT's bits as they were."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def _graph(factor_shape: tuple[int, ...], *, bias: bool = True, second_use: bool
 def _fused(proto: onnx.ModelProto) -> onnx.ModelProto:
     model = ir.serde.deserialize_model(proto)
     RuntimeFusionPass()(model)
+    ir.passes.common.RemoveUnusedNodesPass()(model)  # as portable_passes does after it
     return ir.serde.serialize_model(model)
 
 
@@ -71,3 +72,62 @@ CASES = {"spatial factor": lambda: _graph((1, C, 6, 6)), "conv output used twice
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_what_is_not_one_factor_per_channel_of_a_conv_used_once_stays(case: str) -> None:
     assert [n.op_type for n in _fused(CASES[case]()).graph.node] == ["Conv", "Mul"]
+
+
+def _attention_inputs(k: int = 256) -> onnx.ModelProto:
+    """x[batch, 5, k] by q/k/v weights [k, 64], [k, 64], [k, 32], one more that is a graph output,
+    each product then Relu'd (so the outputs are used inside the graph)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    widths = {"q": 64, "k": 64, "v": 32, "o": 16}
+    weights = [numpy_helper.from_array(RNG.standard_normal((k, n)).astype(np.float32) / 16, f"w_{name}")
+               for name, n in widths.items()]
+    nodes = [helper.make_node("MatMul", ["x", f"w_{name}"], [name]) for name in widths]
+    nodes += [helper.make_node("Relu", [name], [f"{name}_out"]) for name in ("q", "k", "v")]
+    outputs = [helper.make_tensor_value_info(f"{n}_out", TensorProto.FLOAT, ["batch", 5, widths[n]]) for n in "qkv"]
+    outputs.append(helper.make_tensor_value_info("o", TensorProto.FLOAT, ["batch", 5, 16]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5, k])],
+                              outputs, weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def _merged(proto: onnx.ModelProto) -> onnx.ModelProto:
+    from portable.exporters.fusions import MergeSharedMatMulsPass
+
+    model = ir.serde.deserialize_model(proto)
+    MergeSharedMatMulsPass()(model)
+    ir.passes.common.RemoveUnusedNodesPass()(model)
+    return ir.serde.serialize_model(model)
+
+
+def test_matmuls_of_one_input_become_one_and_a_split_with_the_same_bits_on_ort() -> None:
+    proto = _attention_inputs()
+    merged = _merged(proto)
+    ops = [n.op_type for n in merged.graph.node]
+    assert ops.count("MatMul") == 2 and ops.count("Split") == 1  # q, k, v merged; o (a graph output) stays
+    assert {t.name for t in merged.graph.initializer} == {"w_q__w_k__w_v", "w_q__w_k__w_v__split", "w_o"}
+    onnx.checker.check_model(merged, full_check=True)
+    x = RNG.standard_normal((3, 5, 256)).astype(np.float32)
+    for optimized in (True, False):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if not optimized:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        before, after = (ort.InferenceSession(p.SerializeToString(), options, providers=["CPUExecutionProvider"])
+                         .run(None, {"x": x}) for p in (proto, merged))
+        assert all(np.abs(b).max() > 0.5 for b in before)
+        for b, a in zip(before, after):
+            np.testing.assert_array_equal(a, b)  # each column is the same dot product, in the same order
+
+
+def test_a_lone_matmul_or_weights_of_different_inner_sizes_stay() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(RNG.standard_normal((8, 4)).astype(np.float32), "a"),
+               numpy_helper.from_array(RNG.standard_normal((4, 4)).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "a"], ["y"]), helper.make_node("MatMul", ["y", "b"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])], weights)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    assert [n.op_type for n in _merged(proto).graph.node] == ["MatMul", "MatMul"]
