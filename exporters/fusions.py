@@ -8,7 +8,8 @@ for, and tests/exporters/test_fusions.py checks ORT's bits stay the same:
 - MatMuls of one input by constant weights (attention's q/k/v) become one MatMul by the weights
   side by side and a ``Split`` (:class:`MergeSharedMatMulsPass`): each output column is the same
   dot product, which ORT's CPU kernels compute in the same order either way; one wider product is
-  what GPU runtimes prefer.
+  what GPU runtimes prefer; then their biases, added to each part, are added once before the
+  ``Split`` (:class:`MergeSplitBiasesPass`: elementwise, the same additions, exact everywhere).
 Each holds for every batch: it reads only constant weights and static inner dims.
 """
 
@@ -22,7 +23,7 @@ import onnx_ir as ir
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule
 
-__all__ = ["MergeSharedMatMulsPass", "runtime_fusion_rules"]
+__all__ = ["MergeSharedMatMulsPass", "MergeSplitBiasesPass", "runtime_fusion_rules"]
 
 
 def runtime_fusion_rules() -> list[RewriteRule]:
@@ -143,7 +144,71 @@ def _merge(graph: ir.Graph, x: ir.Value, group: list[ir.Node]) -> None:
 
 
 def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+    """A new initializer named ``name``, or ``name_1``... when taken (weights shared by several groups)."""
+    base, count = name, 0
+    while name in graph.initializers:
+        count += 1
+        name = f"{base}_{count}"
     value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
                      const_value=ir.tensor(array, name=name))
     graph.register_initializer(value)
     return value
+
+
+class MergeSplitBiasesPass(ir.passes.InPlacePass):
+    """``Split(y)`` along the last axis whose every part goes only to an ``Add`` of a constant 1-D bias
+    of its own width -> ``Split(Add(y, concat(biases)))``: the same elementwise additions, one node."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for node in list(model.graph):
+            adds = _bias_adds(node)
+            if adds is not None:
+                _hoist(model.graph, node, adds)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def _last_axis_split(node: ir.Node) -> bool:
+    if node.op_type != "Split" or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is None:
+        return False
+    shape, axis = node.inputs[0].shape, node.attributes.get("axis")
+    last = -1 if shape is None else len(shape) - 1
+    return axis is not None and axis.as_int() in (-1, last)
+
+
+def _bias_adds(split: ir.Node) -> list[tuple[ir.Node, np.ndarray]] | None:
+    """Each part's one Add and its bias, when every part has one (else None)."""
+    if not _last_axis_split(split):
+        return None
+    found = []
+    for part in split.outputs:
+        uses = list(part.uses())
+        if len(uses) != 1 or part.is_graph_output() or part.shape is None or part.dtype is None:
+            return None
+        add, index = uses[0]
+        other = add.inputs[1 - index] if add.op_type == "Add" and add.domain in ("", "ai.onnx") else None
+        bias = ir.convenience.get_const_tensor(other) if other is not None else None
+        width = part.shape[len(part.shape) - 1] if len(part.shape) else None
+        if bias is None or bias.dtype != part.dtype or list(bias.shape) != [width] or add.outputs[0].is_graph_output():
+            return None
+        found.append((add, bias.numpy()))
+    return found
+
+
+def _hoist(graph: ir.Graph, split: ir.Node, adds: list[tuple[ir.Node, np.ndarray]]) -> None:
+    source = split.inputs[0]
+    assert source is not None
+    bias = _initializer(graph, "__".join(a.inputs[1].name or "b" for a, _ in adds),  # type: ignore[union-attr]
+                        np.concatenate([b for _, b in adds]))
+    add = ir.node("Add", [source, bias], name=adds[0][0].name, metadata_props=dict(adds[0][0].metadata_props))
+    add.outputs[0].shape, add.outputs[0].type = source.shape, source.type
+    graph.insert_before(split, add)
+    split.replace_input_with(0, add.outputs[0])
+    for (old_add, _), part in zip(adds, split.outputs):
+        result = old_add.outputs[0]
+        name = result.name
+        result.name = None
+        ir.convenience.replace_all_uses_with(result, part)
+        part.name = name
+        graph.remove(old_add, safe=True)

@@ -421,7 +421,7 @@ def _all_values(graph: ir.Graph):
 
 def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
     """Everything between torch's ONNX graph and the file (``symbol``: torch's batch symbol)."""
-    from portable.exporters.fusions import MergeSharedMatMulsPass
+    from portable.exporters.fusions import MergeSharedMatMulsPass, MergeSplitBiasesPass
 
     probe = ShapeProbe(BATCH if symbol else None)  # one analysis, read by both probed passes
     return ir.passes.PassManager([
@@ -438,6 +438,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         StaticSimplifyPass(),
         RuntimeFusionPass(),
         MergeSharedMatMulsPass(),
+        MergeSplitBiasesPass(),
         common.RemoveUnusedNodesPass(),  # the weights the fusions replaced
         RelativeSourcesPass(root),
         CanonicalNamesPass(),

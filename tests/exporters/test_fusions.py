@@ -131,3 +131,61 @@ def test_a_lone_matmul_or_weights_of_different_inner_sizes_stay() -> None:
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])], weights)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     assert [n.op_type for n in _merged(proto).graph.node] == ["MatMul", "MatMul"]
+
+
+def _biased_attention(biased: str = "qkv") -> onnx.ModelProto:
+    """Like _attention_inputs, with a bias Add after the projections in ``biased``."""
+    from onnx import helper, numpy_helper
+
+    proto = _attention_inputs()
+    graph = proto.graph
+    for node in graph.node:
+        if node.op_type == "Relu" and node.input[0] in biased:
+            name = node.input[0]
+            width = next(t.dims[1] for t in graph.initializer if t.name == f"w_{name}")
+            graph.initializer.append(numpy_helper.from_array(RNG.standard_normal(width).astype(np.float32), f"b_{name}"))
+            graph.node.append(helper.make_node("Add", [name, f"b_{name}"], [f"{name}_biased"]))
+            node.input[0] = f"{name}_biased"
+    return _sorted(proto)
+
+
+def _sorted(proto: onnx.ModelProto) -> onnx.ModelProto:
+    model = ir.serde.deserialize_model(proto)
+    model.graph.sort()
+    return ir.serde.serialize_model(model)
+
+
+def _fully_merged(proto: onnx.ModelProto) -> onnx.ModelProto:
+    from portable.exporters.fusions import MergeSharedMatMulsPass, MergeSplitBiasesPass
+
+    model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))  # the exporter's are static
+    MergeSharedMatMulsPass()(model)
+    MergeSplitBiasesPass()(model)
+    ir.passes.common.RemoveUnusedNodesPass()(model)
+    return ir.serde.serialize_model(model)
+
+
+def test_the_biases_of_split_parts_are_added_once_before_the_split_with_the_same_bits() -> None:
+    import onnxruntime as ort
+
+    proto = _biased_attention()
+    merged = _fully_merged(proto)
+    ops = [n.op_type for n in merged.graph.node]
+    assert ops.count("Add") == 1 and ops.count("Split") == 1 and ops.count("MatMul") == 2
+    onnx.checker.check_model(merged, full_check=True)
+    x = RNG.standard_normal((2, 5, 256)).astype(np.float32)
+    for level in (ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level
+        before, after = (ort.InferenceSession(p.SerializeToString(), options, providers=["CPUExecutionProvider"])
+                         .run(None, {"x": x}) for p in (proto, merged))
+        for b, a in zip(before, after):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_split_part_without_its_own_bias_keeps_every_add_where_it_was() -> None:
+    merged = _fully_merged(_biased_attention("qk"))  # v has no bias: the Adds of q and k stay after the Split
+    ops = [n.op_type for n in merged.graph.node]
+    assert ops.count("Add") == 2 and ops.count("Split") == 1
+    split = next(n for n in merged.graph.node if n.op_type == "Split")
+    assert [n.op_type for n in merged.graph.node if set(n.input) & set(split.output)].count("Add") == 2
