@@ -106,13 +106,14 @@ def _all_values(graph: ir.Graph) -> list[ir.Value]:
 
 
 def _matmuls_of(x: ir.Value) -> list[ir.Node]:
-    """The MatMuls with ``x`` as first input and a constant 2-D second input, all alike."""
+    """The MatMuls with ``x`` as first input and a constant 2-D second input of their own, all alike."""
     found = []
     for node, index in x.uses():
         other = node.inputs[1] if len(node.inputs) == 2 else None
         weight = ir.convenience.get_const_tensor(other) if other is not None else None
-        if (node.op_type == "MatMul" and node.domain in ("", "ai.onnx") and index == 0 and node.inputs[1] is not x
-                and weight is not None and len(weight.shape) == 2 and not node.outputs[0].is_graph_output()):
+        if (node.op_type == "MatMul" and node.domain in ("", "ai.onnx") and index == 0 and other is not x
+                and weight is not None and len(weight.shape) == 2 and not node.outputs[0].is_graph_output()
+                and other is not None and len(other.uses()) == 1):  # a weight used elsewhere too would be stored twice
             found.append((node, weight))
     if not found:
         return []

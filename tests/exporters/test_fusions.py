@@ -189,3 +189,13 @@ def test_a_split_part_without_its_own_bias_keeps_every_add_where_it_was() -> Non
     assert ops.count("Add") == 2 and ops.count("Split") == 1
     split = next(n for n in merged.graph.node if n.op_type == "Split")
     assert [n.op_type for n in merged.graph.node if set(n.input) & set(split.output)].count("Add") == 2
+
+
+def test_a_weight_also_used_elsewhere_is_not_merged_so_the_file_does_not_grow() -> None:
+    from onnx import helper
+
+    proto = _attention_inputs()
+    proto.graph.node.append(helper.make_node("Transpose", ["w_q"], ["w_q_t"]))  # w_q tied to another use
+    proto.graph.output.append(helper.make_tensor_value_info("w_q_t", onnx.TensorProto.FLOAT, [64, 256]))
+    merged = _merged(proto)
+    assert {t.name for t in merged.graph.initializer} == {"w_q", "w_k__w_v", "w_k__w_v__split", "w_o"}
