@@ -32,21 +32,41 @@ def _graph(factor_shape: tuple[int, ...], *, bias: bool = True, second_use: bool
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
-def _fused(proto: onnx.ModelProto) -> onnx.ModelProto:
-    model = ir.serde.deserialize_model(proto)
-    RuntimeFusionPass()(model)
-    ir.passes.common.RemoveUnusedNodesPass()(model)  # as portable_passes does after it
+def _after(proto: onnx.ModelProto, *passes: type[ir.passes.InPlacePass]) -> onnx.ModelProto:
+    """``proto`` through ``passes`` and then RemoveUnusedNodesPass, as portable_passes runs them
+    (on inferred shapes: the exporter's are static by then)."""
+    model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))
+    for pass_ in passes:
+        pass_()(model)
+    ir.passes.common.RemoveUnusedNodesPass()(model)
     return ir.serde.serialize_model(model)
 
 
-def _run(proto: onnx.ModelProto, x: np.ndarray, optimized: bool) -> np.ndarray:
+def _fused(proto: onnx.ModelProto) -> onnx.ModelProto:
+    return _after(proto, RuntimeFusionPass)
+
+
+def _outputs(proto: onnx.ModelProto, x: np.ndarray, optimized: bool) -> list[np.ndarray]:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
                                         else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, {"x": x})[0]
+    return session.run(None, {"x": x})
+
+
+def _run(proto: onnx.ModelProto, x: np.ndarray, optimized: bool) -> np.ndarray:
+    return _outputs(proto, x, optimized)[0]
+
+
+def _same_bits_on_ort(before: onnx.ModelProto, after: onnx.ModelProto, x: np.ndarray) -> None:
+    """ORT's outputs of both, with its graph optimizations on and off, equal bit for bit (and not degenerate)."""
+    for optimized in (True, False):
+        expected, got = _outputs(before, x, optimized), _outputs(after, x, optimized)
+        assert all(np.abs(e).max() > 0.5 for e in expected)
+        for e, g in zip(expected, got):
+            np.testing.assert_array_equal(g, e)
 
 
 @pytest.mark.parametrize(("factor_shape", "bias"), [((1, C, 1, 1), True), ((C, 1, 1), True), ((1, C, 1, 1), False)])
@@ -94,10 +114,7 @@ def _attention_inputs(k: int = 256) -> onnx.ModelProto:
 def _merged(proto: onnx.ModelProto) -> onnx.ModelProto:
     from portable.exporters.fusions import MergeSharedMatMulsPass
 
-    model = ir.serde.deserialize_model(proto)
-    MergeSharedMatMulsPass()(model)
-    ir.passes.common.RemoveUnusedNodesPass()(model)
-    return ir.serde.serialize_model(model)
+    return _after(proto, MergeSharedMatMulsPass)
 
 
 def test_matmuls_of_one_input_become_one_and_a_split_with_the_same_bits_on_ort() -> None:
@@ -107,18 +124,7 @@ def test_matmuls_of_one_input_become_one_and_a_split_with_the_same_bits_on_ort()
     assert ops.count("MatMul") == 2 and ops.count("Split") == 1  # q, k, v merged; o (a graph output) stays
     assert {t.name for t in merged.graph.initializer} == {"w_q__w_k__w_v", "w_q__w_k__w_v__split", "w_o"}
     onnx.checker.check_model(merged, full_check=True)
-    x = RNG.standard_normal((3, 5, 256)).astype(np.float32)
-    for optimized in (True, False):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        if not optimized:
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        before, after = (ort.InferenceSession(p.SerializeToString(), options, providers=["CPUExecutionProvider"])
-                         .run(None, {"x": x}) for p in (proto, merged))
-        assert all(np.abs(b).max() > 0.5 for b in before)
-        for b, a in zip(before, after):
-            np.testing.assert_array_equal(a, b)  # each column is the same dot product, in the same order
+    _same_bits_on_ort(proto, merged, RNG.standard_normal((3, 5, 256)).astype(np.float32))  # the same dot products
 
 
 def test_a_lone_matmul_or_weights_of_different_inner_sizes_stay() -> None:
@@ -158,29 +164,16 @@ def _sorted(proto: onnx.ModelProto) -> onnx.ModelProto:
 def _fully_merged(proto: onnx.ModelProto) -> onnx.ModelProto:
     from portable.exporters.fusions import MergeSharedMatMulsPass, MergeSplitBiasesPass
 
-    model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))  # the exporter's are static
-    MergeSharedMatMulsPass()(model)
-    MergeSplitBiasesPass()(model)
-    ir.passes.common.RemoveUnusedNodesPass()(model)
-    return ir.serde.serialize_model(model)
+    return _after(proto, MergeSharedMatMulsPass, MergeSplitBiasesPass)
 
 
 def test_the_biases_of_split_parts_are_added_once_before_the_split_with_the_same_bits() -> None:
-    import onnxruntime as ort
-
     proto = _biased_attention()
     merged = _fully_merged(proto)
     ops = [n.op_type for n in merged.graph.node]
     assert ops.count("Add") == 1 and ops.count("Split") == 1 and ops.count("MatMul") == 2
     onnx.checker.check_model(merged, full_check=True)
-    x = RNG.standard_normal((2, 5, 256)).astype(np.float32)
-    for level in (ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
-        options = ort.SessionOptions()
-        options.graph_optimization_level = level
-        before, after = (ort.InferenceSession(p.SerializeToString(), options, providers=["CPUExecutionProvider"])
-                         .run(None, {"x": x}) for p in (proto, merged))
-        for b, a in zip(before, after):
-            np.testing.assert_array_equal(a, b)
+    _same_bits_on_ort(proto, merged, RNG.standard_normal((2, 5, 256)).astype(np.float32))
 
 
 def test_a_split_part_without_its_own_bias_keeps_every_add_where_it_was() -> None:
