@@ -46,12 +46,12 @@ def _conv_mul_no_bias(op: Any, x: ir.Value, w: ir.Value, g: ir.Value) -> ir.Valu
 
 def _per_channel(context: Any, x: ir.Value, w: ir.Value, g: ir.Value, conv_out: ir.Value,
                  b: ir.Value | None = None, **_: Any) -> bool:
-    """Constant float weights (and bias), a Conv output used by this Mul alone, and ``g`` one factor
+    """Constant float32 weights (and bias), a Conv output used by this Mul alone, and ``g`` one factor
     per output channel (:func:`_channel_factors`)."""
     weight = ir.convenience.get_const_tensor(w)
     factor = ir.convenience.get_const_tensor(g)
-    if weight is None or factor is None or weight.dtype != factor.dtype or not weight.dtype.is_floating_point():
-        return False
+    if weight is None or factor is None or weight.dtype != ir.DataType.FLOAT or factor.dtype != ir.DataType.FLOAT:
+        return False  # float32 only: the bits are checked against ORT for it
     if b is not None and ir.convenience.get_const_tensor(b) is None:
         return False
     if len(conv_out.uses()) != 1 or conv_out.is_graph_output():
@@ -88,8 +88,8 @@ def _scaled_conv(op: Any, x: ir.Value, w: ir.Value, g: ir.Value, conv_out: ir.Va
 
 
 class MergeSharedMatMulsPass(ir.passes.InPlacePass):
-    """``MatMul(x, w1)``, ``MatMul(x, w2)``... (two or more, constant 2-D weights of one type and one
-    inner size) -> ``Split(MatMul(x, concat(w1, w2, ...)))``; outputs that are graph outputs stay."""
+    """``MatMul(x, w1)``, ``MatMul(x, w2)``... (two or more, constant 2-D float32 weights of one inner
+    size) -> ``Split(MatMul(x, concat(w1, w2, ...)))``; outputs that are graph outputs stay."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
@@ -98,6 +98,8 @@ class MergeSharedMatMulsPass(ir.passes.InPlacePass):
             if len(group) >= 2:
                 _merge(model.graph, value, group)
                 modified = True
+        if modified:
+            model.graph.sort()  # the Split went before the group's first user of x, maybe not its first in order
         return ir.passes.PassResult(model, modified)
 
 
@@ -106,19 +108,21 @@ def _all_values(graph: ir.Graph) -> list[ir.Value]:
 
 
 def _matmuls_of(x: ir.Value) -> list[ir.Node]:
-    """The MatMuls with ``x`` as first input and a constant 2-D second input of their own, all alike."""
+    """The MatMuls with ``x`` as first input and a constant 2-D float32 second input of their own (the
+    type whose bits are checked against ORT), all of one inner size."""
     found = []
     for node, index in x.uses():
         other = node.inputs[1] if len(node.inputs) == 2 else None
         weight = ir.convenience.get_const_tensor(other) if other is not None else None
         if (node.op_type == "MatMul" and node.domain in ("", "ai.onnx") and index == 0 and other is not x
-                and weight is not None and len(weight.shape) == 2 and not node.outputs[0].is_graph_output()
+                and weight is not None and weight.dtype == ir.DataType.FLOAT and len(weight.shape) == 2
+                and not node.outputs[0].is_graph_output()
                 and other is not None and len(other.uses()) == 1):  # a weight used elsewhere too would be stored twice
             found.append((node, weight))
     if not found:
         return []
-    dtype, inner = found[0][1].dtype, found[0][1].shape[0]
-    return [n for n, w in found if w.dtype == dtype and w.shape[0] == inner]
+    inner = found[0][1].shape[0]
+    return [n for n, w in found if w.shape[0] == inner]
 
 
 def _merge(graph: ir.Graph, x: ir.Value, group: list[ir.Node]) -> None:
