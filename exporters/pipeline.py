@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,29 @@ __all__ = ["run", "translate"]
 def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool,
         tolerances: ToleranceTable | None = None) -> ExportResult:
     check_target(job.path, force)
+    with _older_objects_frozen():
+        return _run(job, phases, verify, force, tolerances)
+
+
+@contextlib.contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """The objects alive before the export (the user's model, torch's modules: 660,000 in a BERT-base
+    process) are kept out of the garbage collector's full collections while it runs (``gc.freeze``):
+    those collections, two or three an export, then walk only what the export allocated. BERT-base:
+    0.8 s in the collector before, against 0.4 s for bare torch.onnx.export. Left as it is when the
+    caller froze objects itself, since ``gc.unfreeze`` would undo theirs."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _run(job: ExportJob, phases: Phases, verify: bool, force: bool,
+         tolerances: ToleranceTable | None) -> ExportResult:
     with phases.phase("torch.export"), quiet_torch():
         captured = capture_or_fail(job)
     with phases.phase("translate"), quiet_torch():

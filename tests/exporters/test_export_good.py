@@ -117,3 +117,33 @@ def test_metadata_and_manifest_carry_the_fingerprint(name, request):
     assert manifest["inputs"][0]["shape"][0] == "batch" and manifest["validation"]["ok"]
     assert set(manifest["timings"]) >= {"load", "torch.export", "translate", "optimize", "validate", "verify", "write"}
     assert {o.domain or "ai.onnx": o.version for o in proto.opset_import}["ai.onnx"] == 18
+
+
+def test_the_objects_alive_before_an_export_are_frozen_for_it_and_only_then(tmp_path, monkeypatch):
+    """The collector's full passes skip the caller's objects during an export (gc.freeze) and see them
+    again after it; a caller's own freeze is left as it was."""
+    import gc
+
+    import portable.exporters.pipeline as pipeline
+    from portable.exporters.spec_export import export_spec
+
+    inside: list[int] = []
+    real = pipeline._run
+
+    def spy(*args, **kwargs):
+        inside.append(gc.get_freeze_count())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_run", spy)
+    spec = "fixtures/models/cnn.py:build"
+    assert gc.get_freeze_count() == 0
+    export_spec(spec, tmp_path / "a.onnx", verify=False)
+    assert inside[0] > 1000 and gc.get_freeze_count() == 0  # frozen during, not after
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        export_spec(spec, tmp_path / "b.onnx", verify=False)
+        # the caller's freeze is still there after (an unfreeze of ours would have emptied it)
+        assert 0.9 * frozen < gc.get_freeze_count() <= frozen and inside[1] <= frozen
+    finally:
+        gc.unfreeze()
