@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 
+from portable.exporters.initializers import add_initializer
+
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule
 
@@ -128,8 +130,8 @@ def _matmuls_of(x: ir.Value) -> list[ir.Node]:
 def _merge(graph: ir.Graph, x: ir.Value, group: list[ir.Node]) -> None:
     weights = [n.inputs[1].const_value.numpy() for n in group]  # type: ignore[union-attr]
     names = [n.inputs[1].name or "w" for n in group]  # type: ignore[union-attr]
-    merged = _initializer(graph, "__".join(names), np.concatenate(weights, axis=1))
-    sizes = _initializer(graph, "__".join(names) + "__split", np.array([w.shape[1] for w in weights], dtype=np.int64))
+    merged = add_initializer(graph, "__".join(names), np.concatenate(weights, axis=1))
+    sizes = add_initializer(graph, "__".join(names) + "__split", np.array([w.shape[1] for w in weights], dtype=np.int64))
     first = group[0]
     product = ir.node("MatMul", [x, merged], name=first.name, metadata_props=dict(first.metadata_props))
     split = ir.node("Split", [product.outputs[0], sizes], attributes={"axis": -1}, num_outputs=len(group),
@@ -146,18 +148,6 @@ def _merge(graph: ir.Graph, x: ir.Value, group: list[ir.Node]) -> None:
         out.name = name
         ir.convenience.replace_all_uses_with(old, out)
         graph.remove(node, safe=True)
-
-
-def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
-    """A new initializer named ``name``, or ``name_1``... when taken (weights shared by several groups)."""
-    base, count = name, 0
-    while name in graph.initializers:
-        count += 1
-        name = f"{base}_{count}"
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-                     const_value=ir.tensor(array, name=name))
-    graph.register_initializer(value)
-    return value
 
 
 class MergeSplitBiasesPass(ir.passes.InPlacePass):
@@ -204,7 +194,7 @@ def _bias_adds(split: ir.Node) -> list[tuple[ir.Node, np.ndarray]] | None:
 def _hoist(graph: ir.Graph, split: ir.Node, adds: list[tuple[ir.Node, np.ndarray]]) -> None:
     source = split.inputs[0]
     assert source is not None
-    bias = _initializer(graph, "__".join(a.inputs[1].name or "b" for a, _ in adds),  # type: ignore[union-attr]
+    bias = add_initializer(graph, "__".join(a.inputs[1].name or "b" for a, _ in adds),  # type: ignore[union-attr]
                         np.concatenate([b for _, b in adds]))
     add = ir.node("Add", [source, bias], name=adds[0][0].name, metadata_props=dict(adds[0][0].metadata_props))
     add.outputs[0].shape, add.outputs[0].type = source.shape, source.type

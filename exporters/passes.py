@@ -17,6 +17,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common
 
+from portable.exporters.initializers import add_initializer
 from portable.exporters.probe import Probe, ShapeProbe, linear_dim
 from portable.exporters.provenance import relativize_trace
 from portable.exporters.static_passes import ElementwiseReshapePass, FoldGatherElementsPass
@@ -324,11 +325,7 @@ def _allowzero(node: ir.Node) -> bool:
 
 
 def _replace_input(graph: ir.Graph, node: ir.Node, index: int, array: np.ndarray) -> None:
-    name = f"{node.name}_shape{index}"
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.INT64),
-                     const_value=ir.tensor(np.asarray(array, dtype=np.int64), name=name))
-    graph.register_initializer(value)
-    node.replace_input_with(index, value)
+    node.replace_input_with(index, add_initializer(graph, f"{node.name}_shape{index}", np.asarray(array, dtype=np.int64)))
 
 
 class StaticShapesPass(_ProbedPass):

@@ -24,6 +24,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from portable.exporters.initializers import add_initializer
 from portable.exporters.passes import BATCH, RenameSymbolPass
 
 __all__ = [
@@ -135,11 +136,10 @@ class PReluSlopesPass(ir.passes.InPlacePass):
         if values.ndim != 1 or values.size == 1 or rank < 3 or x.shape[1] != values.size:
             return False
         name = f"{slope.name}_per_channel"
-        if name not in graph.initializers:
-            shaped = values.reshape(values.size, *(1,) * (rank - 2))
-            graph.register_initializer(ir.Value(name=name, shape=ir.Shape(shaped.shape), type=slope.type,
-                                                const_value=ir.tensor(shaped, name=name)))
-        node.replace_input_with(1, graph.initializers[name])
+        shaped = graph.initializers.get(name)  # slopes PReLU nodes share are reshaped once
+        if shaped is None:
+            shaped = add_initializer(graph, name, values.reshape(values.size, *(1,) * (rank - 2)))
+        node.replace_input_with(1, shaped)
         return True
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from portable.exporters.initializers import add_initializer
+
 __all__ = ["ELEMENTWISE", "ElementwiseReshapePass", "FoldGatherElementsPass"]
 
 # Default-domain ops that compute each output element from the same element of each input.
@@ -151,9 +153,6 @@ def _gathered(node: ir.Node) -> np.ndarray | None:
 
 def _replace_by_constant(graph: ir.Graph, node: ir.Node, array: np.ndarray) -> None:
     output = node.outputs[0]
-    name = f"{output.name}_folded"
-    value = ir.Value(name=name, shape=ir.Shape(array.shape), type=output.type,
-                     const_value=ir.tensor(array, name=name))
-    graph.register_initializer(value)
+    value = add_initializer(graph, f"{output.name}_folded", array)  # GatherElements keeps its data's type
     ir.convenience.replace_all_uses_with(output, value)
     graph.remove(node, safe=True)
