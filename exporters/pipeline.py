@@ -18,6 +18,7 @@ from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
 from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
+from portable.exporters.serialize import Serialized, serialize
 from portable.exporters.translate import translate_program
 from portable.exporters.verify import Parity, verify_parity
 from portable.exporters.writer import check_size, check_target, write_json
@@ -92,40 +93,39 @@ class _Written:
 
 def _check_and_write(model: ir.Model, job: ExportJob, phases: Phases, verify: bool, force: bool,
                      tolerances: ToleranceTable | None) -> _Written:
-    """Serialize, then validate and verify the bytes while a background thread writes them to a
-    temporary file (the fsync of a large model overlaps the checks); renamed onto the target only
-    when every check passed, removed otherwise."""
+    """Serialize (the weights stay where they are: ``exporters.serialize``), then validate and verify
+    while a background thread writes the bytes to a temporary file (the fsync of a large model
+    overlaps the checks); renamed onto the target only when every check passed, removed otherwise."""
     with terminate_as_interrupt(), contextlib.ExitStack() as stack:
         with phases.phase("validate"), quiet_torch():
-            proto = _serialize(model, job)
-            data = proto.SerializeToString(deterministic=True)
+            held = _serialize(model, job)
             check_target(job.path, force)
-            staged = stack.enter_context(StagedWrite(job.path, data, tail=True))
-            print_, report = _validate_and_fingerprint(data, job)
-            tail = _stamp_fingerprint(proto, print_)
+            staged = stack.enter_context(StagedWrite(job.path, held.pieces, tail=True))
+            print_, report = _validate_and_fingerprint(held, job)
+            tail = _stamp_fingerprint(held.proto, print_)
             staged.append(tail)
-            report = replace(report, model={**report.model, "fingerprint": print_,
-                                            "size_bytes": len(data) + len(tail)})
+            size = held.size + len(tail)
+            report = replace(report, model={**report.model, "fingerprint": print_, "size_bytes": size})
         parity = None
         if verify:
-            with phases.phase("verify"):
-                parity = _verify(job, data, report, proto, tolerances)
+            with phases.phase("verify"):  # onnxruntime reads the file itself, as a user's would
+                parity = _verify(job, str(staged.readable()), report, held.proto, tolerances)
         with phases.phase("write"):
             staged.commit()
-    return _Written(proto, print_, len(data) + len(tail), report, parity)
+    return _Written(held.proto, print_, size, report, parity)
 
 
-def _validate_and_fingerprint(data: bytes, job: ExportJob) -> tuple[str, ValidationReport]:
-    """Validate the bytes, and hash their fingerprint in a thread meanwhile, from the model
-    validation parsed: the weights' bytes in place, with no copy (hashlib releases the GIL), so
-    the 0.4 s of a 440 MB model's sha256 overlaps the rules instead of coming before them."""
+def _validate_and_fingerprint(held: Serialized, job: ExportJob) -> tuple[str, ValidationReport]:
+    """Validate the model, and hash its fingerprint in a thread meanwhile, from the weights' bytes in
+    place (hashlib releases the GIL), so the 0.4 s of a 440 MB model's sha256 overlaps the rules
+    instead of coming before them."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="portable-fingerprint")
     hashing: list[Future[str]] = []
 
     def start(proto: onnx.ModelProto, payloads: Mapping[int, memoryview]) -> None:
         hashing.append(pool.submit(fingerprint, proto, payloads))
     try:
-        report = _validate(data, job, start)
+        report = _validate(held, job, start)
         return hashing[0].result(), report
     finally:
         pool.shutdown(wait=False)  # a failed check does not wait for the hash
@@ -156,23 +156,19 @@ def translate(program: Any, job: ExportJob) -> ir.Model:
                            detail=exc.detail) from None
 
 
-def _serialize(model: ir.Model, job: ExportJob) -> onnx.ModelProto:
-    """Refuse oversized weights, then build the proto with portable's metadata (the fingerprint
+def _serialize(model: ir.Model, job: ExportJob) -> Serialized:
+    """Refuse oversized weights, then the file's bytes with portable's metadata (the fingerprint
     comes later: :func:`_stamp_fingerprint`)."""
-    import onnx_ir as ir
-
     check_size(model, job.policy.max_size_bytes)
-    proto = ir.to_proto(model)
-    stamp(proto, job.policy, job.precision, job.batch)
-    return proto
+    return serialize(model, lambda proto: stamp(proto, job.policy, job.precision, job.batch))
 
 
-def _validate(data: bytes, job: ExportJob,
+def _validate(held: Serialized, job: ExportJob,
               parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None]) -> ValidationReport:
-    """The rules over the bytes about to be written, read as ``portable validate`` reads the file."""
-    from portable.validators import validate_bytes
+    """The rules over the model about to be written, read as ``portable validate`` reads the file."""
+    from portable.validators import validate_held
 
-    report = validate_bytes(data, str(job.path), job.policy, parsed=parsed)
+    report = validate_held(held.proto, held.payloads, held.pieces, str(job.path), job.policy, parsed=parsed)
     if report.error is not None:  # a rule crashed: portable's failure, not the model's (exit 3)
         raise InternalError(f"validating the export failed: {report.error}", path=str(job.path))
     if not report.ok:
@@ -182,10 +178,10 @@ def _validate(data: bytes, job: ExportJob,
     return report
 
 
-def _verify(job: ExportJob, data: bytes, report: ValidationReport, proto: onnx.ModelProto,
+def _verify(job: ExportJob, model: str, report: ValidationReport, proto: onnx.ModelProto,
             tolerances: ToleranceTable | None) -> Parity:
     batches = (1, 3) if job.batch == "dynamic" else (int(job.batch),)
-    parity = verify_parity(job.module, job.args, data, batches, job.precision, proto=proto, tolerances=tolerances)
+    parity = verify_parity(job.module, job.args, model, batches, job.precision, proto=proto, tolerances=tolerances)
     if not parity.ok:
         raise ExportFailed(f"parity check failed: {parity.message}{_accept_hint(parity)}", report, parity)
     return parity

@@ -94,19 +94,22 @@ def _numpy_dtype(array: np.ndarray) -> Any:
     return np.float32 if array.dtype.name == "bfloat16" else array.dtype  # torch cannot read ml_dtypes' bfloat16
 
 
-def verify_parity(module: Any, examples: Sequence[Any], data: bytes, batches: Sequence[int],
+def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batches: Sequence[int],
                   precision: str = "fp32", seed: int = 0, proto: Any = None,
                   tolerances: ToleranceTable | None = None) -> Parity:
     """Run both runtimes at each batch size on compare's seeded inputs for the graph's inputs, judged by
-    ``tolerances`` (default: compare's for each output's dtype)."""
+    ``tolerances`` (default: compare's for each output's dtype). ``model``: the serialized model or a
+    file's path; ``proto``, when given, its graph's inputs and outputs (no weights needed)."""
     import onnx
 
     table = tolerances or ToleranceTable()
     tol = table.for_output("", DTYPES[precision])
-    session = _session(data, precision)
+    session = _session(model, precision)
     if isinstance(session, Parity):
         return session
-    specs, outputs = io_of_proto(proto if proto is not None else onnx.load_from_string(data))
+    if proto is None:
+        proto = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
+    specs, outputs = io_of_proto(proto)
     runner = ExampleRunner(module, examples)
     runner.load()
     ranges = int_ranges_from_examples(specs, examples)
@@ -130,14 +133,14 @@ def _degenerate_warnings(details: Sequence[dict[str, Any]]) -> tuple[str, ...]:
                  f"an all-zero output would pass {rows[0]['tolerance']} too)" for name, rows in seen.items())
 
 
-def _session(data: bytes, precision: str) -> Any:
+def _session(model: bytes | str, precision: str) -> Any:
     """An ONNX Runtime CPU session, or a :class:`Parity` saying why there is none."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
         first = one_line(exc, typed=False)
         if precision == "bf16" and "NOT_IMPLEMENTED" in str(exc):  # the CPU provider lacks bf16 kernels

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
+    view = memoryview(data).cast("B")
     for start in range(0, len(view), CHUNK):
         chunk = view[start:start + CHUNK]
         while chunk:
@@ -82,9 +82,12 @@ class StagedWrite:
     target as it was. The writer keeps its own reference to ``data``.
     """
 
-    def __init__(self, path: str | Path, data: bytes | memoryview, *, tail: bool = False) -> None:
-        """``tail=True``: more bytes follow (:meth:`append`), known only after the checks began; the
-        writer writes ``data`` at once and waits for them before its fsync."""
+    def __init__(self, path: str | Path, data: bytes | memoryview | Sequence[bytes | memoryview], *,
+                 tail: bool = False) -> None:
+        """``data``: the bytes, or a sequence of buffers written one after another (an export's
+        pieces, views of its tensors among them). ``tail=True``: more bytes follow (:meth:`append`),
+        known only after the checks began; the writer writes ``data`` at once and waits for them
+        before its fsync."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(self.path)
@@ -93,9 +96,11 @@ class StagedWrite:
         self._done = self._abandoned = False
         self._tail: list[bytes] = []
         self._tail_given = threading.Event()
+        self._written = threading.Event()
         if not tail:
             self._tail_given.set()
-        self._thread = threading.Thread(target=self._write, args=(data,), name="portable-write", daemon=True)
+        pieces = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else tuple(data)
+        self._thread = threading.Thread(target=self._write, args=(pieces,), name="portable-write", daemon=True)
         self._thread.start()
 
     def append(self, data: bytes) -> None:
@@ -105,20 +110,34 @@ class StagedWrite:
         self._tail.append(data)
         self._tail_given.set()
 
-    def _write(self, data: bytes | memoryview) -> None:
+    def readable(self) -> Path:
+        """The temporary file once every byte is in it (its fsync may still run): for a check that
+        reads the file itself. Raises what the writer met."""
+        if not self._tail_given.is_set():
+            raise RuntimeError("StagedWrite.readable: the announced tail was never appended")
+        self._written.wait()
+        if self._error is not None:
+            raise self._error
+        return self.tmp
+
+    def _write(self, pieces: tuple[bytes | memoryview, ...]) -> None:
         try:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
             try:
-                _write_all(fd, data)
+                for piece in pieces:
+                    _write_all(fd, piece)
                 self._tail_given.wait()
                 for more in self._tail:
                     _write_all(fd, more)
+                self._written.set()
                 if not self._abandoned:
                     os.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by commit()
             self._error = exc
+        finally:
+            self._written.set()
         if self._abandoned:  # the caller left without committing while the bytes were still going out
             self.tmp.unlink(missing_ok=True)
 

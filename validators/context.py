@@ -10,7 +10,7 @@ import onnx
 from portable.findings import Location
 from portable.policy import Policy
 from portable.validators.graphs import GraphScope, iter_scopes, location
-from portable.validators.lean import LeanModel, PayloadRef, lean_of
+from portable.validators.lean import LeanModel, lean_of
 
 __all__ = ["INITIALIZERS_OVERRIDABLE_FROM_IR", "RANDOM_OPS", "ModelContext"]
 
@@ -31,16 +31,16 @@ class ModelContext:
         self.policy = policy
         self.size = size
 
-    def stripped(self, scope: GraphScope, index: int) -> PayloadRef | None:
-        """Where the payload of initializer ``index`` of ``scope`` lies in the file, when the
-        lean parse left it there (its ``raw_data`` is then absent from :attr:`proto`)."""
+    def stripped(self, scope: GraphScope, index: int) -> bool:
+        """Whether the payload of initializer ``index`` of ``scope`` is held outside :attr:`proto`
+        (its ``raw_data`` absent there; :attr:`lean` has it)."""
         if self.lean is None or scope.path != "main" or scope.is_function:
-            return None
-        return self.lean.stripped.get(index)
+            return False
+        return index in self.lean.stripped
 
     def source(self) -> str | bytes:
         """The whole model for a library that parses it itself (onnxruntime): the file (or bytes) it was
-        lean-parsed from, so no copy of its weights is made here, else the serialized proto."""
+        lean-parsed from, so no copy of its weights is made here, else serialized bytes."""
         return self.lean.source() if self.lean is not None else self.proto.SerializeToString()
 
     @cached_property

@@ -17,11 +17,11 @@ from portable.findings import Finding
 from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.context import ModelContext
-from portable.validators.lean import Unscannable, parse_lean_bytes, release, stripped_payloads
+from portable.validators.lean import Unscannable, hold_lean, parse_lean_bytes, release, stripped_payloads
 from portable.validators.loading import load_model_file, parse_model_bytes
 from portable.validators.rules import ALL_RULES, Rule
 
-__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_bytes", "validate_proto"]
+__all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_bytes", "validate_held", "validate_proto"]
 
 IGNORE_KEY = "portable.ignore"  # metadata_props: "PORT013, PORT007: reason"
 _IGNORE = re.compile(r"^\s*((?:PORT\d{3}\s*,?\s*)+)(?::\s*(.*))?$", re.IGNORECASE)
@@ -159,6 +159,23 @@ def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Ru
         if parsed is not None:
             parsed(proto, stripped_payloads(proto))
         return validate_proto(proto, path, policy, len(data), rules=rules)
+    finally:
+        release(proto)
+
+
+def validate_held(proto: onnx.ModelProto, payloads: dict[int, memoryview], pieces: Sequence[bytes | memoryview],
+                  path: str, policy: Policy, *, rules: Sequence[Rule] | None = None,
+                  parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None] | None = None
+                  ) -> ValidationReport:
+    """Validate an export's model before it is written, as :func:`validate_bytes` would validate the
+    file ``pieces`` make: ``proto`` is that file's lean parse (no ``raw_data`` at ``payloads``' indices,
+    which hold it; see ``exporters.serialize``), so nothing is parsed. ``parsed`` as for
+    :func:`validate_bytes`."""
+    hold_lean(proto, path, payloads, pieces)
+    try:
+        if parsed is not None:
+            parsed(proto, stripped_payloads(proto))
+        return validate_proto(proto, path, policy, sum(memoryview(p).nbytes for p in pieces), rules=rules)
     finally:
         release(proto)
 

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import mmap
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import onnx
 
 from portable.validators.limits import SMALL_TENSOR
 
-__all__ = ["LEAN_MIN_ELEMENTS", "LeanModel", "PayloadRef", "Unscannable", "lean_of", "parse_lean", "parse_lean_bytes",
-           "stripped_payloads"]
+__all__ = ["LEAN_MIN_ELEMENTS", "HeldLean", "LeanModel", "MappedLean", "PayloadRef", "Unscannable", "hold_lean", "lean_of",
+           "parse_lean", "parse_lean_bytes", "splice_payloads", "stripped_payloads"]
 
 # Only tensors above this many elements are stripped (see the module docstring).
 LEAN_MIN_ELEMENTS = SMALL_TENSOR
@@ -45,6 +46,7 @@ _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS, _TENSOR_RAW_DATA = 7, 5, 1, 9
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _INT64_MASK = (1 << 64) - 1
 _REGISTRY_SIZE = 32  # lean models remembered at once (see lean_of)
+_RAW_DATA_TAG = bytes([_TENSOR_RAW_DATA << 3 | _LEN])
 
 
 class Unscannable(Exception):
@@ -60,22 +62,70 @@ class PayloadRef:
     message: tuple[int, int]  # [start, end) of the TensorProto's bytes
 
 
-@dataclass
 class LeanModel:
-    """A parsed model whose large initializer payloads stayed in the (memory-mapped) file."""
+    """A parsed model whose large main-graph initializer payloads are not in :attr:`proto`: their
+    ``raw_data`` is absent there and reached by initializer index instead."""
 
     proto: onnx.ModelProto
     path: str
-    buffer: mmap.mmap | bytes  # the mapped file, or the serialized model an exporter holds
-    stripped: dict[int, PayloadRef] = field(default_factory=dict)  # main-graph initializer index -> ref
 
-    def payload(self, ref: PayloadRef) -> memoryview:
-        """The ``raw_data`` bytes, zero-copy. Pages are read as they are touched; see :meth:`release`."""
+    @property
+    def stripped(self) -> Collection[int]:
+        """The main-graph initializer indices whose payload is held outside :attr:`proto`."""
+        raise NotImplementedError
+
+    def payload(self, index: int) -> memoryview:
+        """Initializer ``index``'s ``raw_data`` bytes, zero-copy (a new view the caller may release)."""
+        raise NotImplementedError
+
+    def payload_size(self, index: int) -> int:
+        with self.payload(index) as raw:
+            return raw.nbytes
+
+    def release(self, index: int, start: int, end: int) -> None:
+        """Drop [start, end) of ``index``'s payload from resident memory, where that means something."""
+
+    def tensor(self, index: int) -> onnx.TensorProto:
+        """The full tensor: exactly what a full parse would hold."""
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(self.proto.graph.initializer[index])
+        with self.payload(index) as raw:
+            tensor.raw_data = bytes(raw)
+        return tensor
+
+    def source(self) -> str | bytes:
+        """The whole model for a library that parses it itself (a file, or serialized bytes)."""
+        raise NotImplementedError
+
+
+@dataclass
+class MappedLean(LeanModel):
+    """A lean parse: the payloads stayed in the (memory-mapped) file or the serialized bytes."""
+
+    proto: onnx.ModelProto
+    path: str
+    buffer: mmap.mmap | bytes  # the mapped file, or serialized bytes in memory
+    refs: dict[int, PayloadRef] = field(default_factory=dict)  # main-graph initializer index -> ref
+
+    @property
+    def stripped(self) -> Collection[int]:
+        return self.refs.keys()
+
+    def payload(self, index: int) -> memoryview:
+        """Pages are read as they are touched; see :meth:`release`."""
+        ref = self.refs[index]
         return memoryview(self.buffer)[ref.offset:ref.offset + ref.length]
 
-    def release(self, start: int, end: int) -> None:
-        """Drop pages of [start, end) from this process (they stay in the page cache), so a
-        scan over every weight never holds more than a chunk of them in resident memory."""
+    def payload_size(self, index: int) -> int:
+        return self.refs[index].length
+
+    def release(self, index: int, start: int, end: int) -> None:
+        """Drop those pages from this process (they stay in the page cache), so a scan over every
+        weight never holds more than a chunk of them in resident memory."""
+        offset = self.refs[index].offset
+        self._release(offset + start, offset + end)
+
+    def _release(self, start: int, end: int) -> None:
         if not isinstance(self.buffer, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
             return  # bytes in memory, or a platform without it: then the kernel decides
         page = mmap.PAGESIZE
@@ -84,22 +134,43 @@ class LeanModel:
             self.buffer.madvise(mmap.MADV_DONTNEED, first, (end - first) // page * page)
 
     def source(self) -> str | bytes:
-        """The whole model for a library that parses it itself: the file, or the bytes in memory."""
         return self.path if isinstance(self.buffer, mmap.mmap) else self.buffer
 
-    def tensor(self, ref: PayloadRef) -> onnx.TensorProto:
-        """The full tensor, parsed from its own bytes: exactly what a full parse would hold."""
-        start, end = ref.message
+    def tensor(self, index: int) -> onnx.TensorProto:
+        """Parsed from the tensor's own bytes in the file."""
+        start, end = self.refs[index].message
         tensor = onnx.TensorProto()
         tensor.ParseFromString(memoryview(self.buffer)[start:end])
-        self.release(start, end)
+        self._release(start, end)
         return tensor
+
+
+@dataclass
+class HeldLean(LeanModel):
+    """An exporter's model before it is written: the payloads are views of its tensors' memory, and
+    ``pieces`` (:func:`splice_payloads`) are the file's bytes in order."""
+
+    proto: onnx.ModelProto
+    path: str
+    payloads: dict[int, memoryview]
+    pieces: tuple[bytes | memoryview, ...]
+
+    @property
+    def stripped(self) -> Collection[int]:
+        return self.payloads.keys()
+
+    def payload(self, index: int) -> memoryview:
+        return memoryview(self.payloads[index])
+
+    def source(self) -> str | bytes:
+        return b"".join(self.pieces)
 
 
 # Lean models by id(proto). upb messages take no attributes and no weak references, and the
 # engine hands rules only the proto; the entry holds the proto itself, so its id cannot be
 # reused while the entry lives. Bounded: the engine validates right after loading.
 _REGISTRY: OrderedDict[int, LeanModel] = OrderedDict()
+_L = TypeVar("_L", bound=LeanModel)
 
 
 def lean_of(proto: onnx.ModelProto) -> LeanModel | None:
@@ -112,24 +183,31 @@ def stripped_payloads(proto: onnx.ModelProto) -> dict[int, memoryview]:
     """Main-graph initializer index -> the ``raw_data`` a lean parse left in the bytes (zero-copy);
     empty for a proto parsed whole."""
     lean = lean_of(proto)
-    return {} if lean is None else {index: lean.payload(ref) for index, ref in lean.stripped.items()}
+    return {} if lean is None else {index: lean.payload(index) for index in lean.stripped}
 
 
 def release(proto: onnx.ModelProto) -> None:
     """Forget ``proto``'s lean state and unmap its file (once its validation is done)."""
     lean = _REGISTRY.pop(id(proto), None)
-    if lean is not None and lean.proto is proto and isinstance(lean.buffer, mmap.mmap):
+    if isinstance(lean, MappedLean) and lean.proto is proto and isinstance(lean.buffer, mmap.mmap):
         lean.buffer.close()
 
 
-def _remember(lean: LeanModel) -> LeanModel:
+def _remember(lean: _L) -> _L:
     _REGISTRY[id(lean.proto)] = lean
     while len(_REGISTRY) > _REGISTRY_SIZE:
         _REGISTRY.popitem(last=False)
     return lean
 
 
-def parse_lean(path: str | Path) -> LeanModel:
+def hold_lean(proto: onnx.ModelProto, path: str, payloads: dict[int, memoryview],
+              pieces: Sequence[bytes | memoryview]) -> LeanModel:
+    """Register an exporter's lean ``proto`` (no ``raw_data`` at ``payloads``' indices) so the rules
+    read it as they read a lean parse of the file ``pieces`` make."""
+    return _remember(HeldLean(proto, path, payloads, tuple(pieces)))
+
+
+def parse_lean(path: str | Path) -> MappedLean:
     """Map the file and parse it with large initializer payloads left in place.
 
     Raises :class:`Unscannable` when the file is not laid out as the scan expects, or
@@ -144,19 +222,19 @@ def parse_lean(path: str | Path) -> LeanModel:
         raise
 
 
-def parse_lean_bytes(data: bytes, path: str) -> LeanModel:
+def parse_lean_bytes(data: bytes, path: str) -> MappedLean:
     """The same lean parse over a serialized model in memory (an export about to be written:
     ``path`` names it in findings), so it is validated exactly as the file will be."""
     return _parse(data, path)
 
 
-def _parse(buffer: mmap.mmap | bytes, path: str) -> LeanModel:
+def _parse(buffer: mmap.mmap | bytes, path: str) -> MappedLean:
     pieces, stripped = _scan_model(buffer)
     with memoryview(buffer) as view:
         lean_bytes = b"".join([view[p[0]:p[1]] if isinstance(p, tuple) else p for p in pieces])
     proto = onnx.ModelProto()
     proto.ParseFromString(lean_bytes)
-    return _remember(LeanModel(proto=proto, path=path, buffer=buffer, stripped=stripped))
+    return _remember(MappedLean(proto=proto, path=path, buffer=buffer, refs=stripped))
 
 
 # -- the wire-format scan ---------------------------------------------------------------------
@@ -300,3 +378,80 @@ class _ModelScan:
 def _scan_model(buf: _Buffer) -> tuple[list[Piece], dict[int, PayloadRef]]:
     scan = _ModelScan(buf)
     return scan.model(), scan.stripped
+
+
+# -- the inverse: payloads spliced back into a lean serialization ------------------------------
+
+Buffer = bytes | memoryview
+
+
+def splice_payloads(lean: bytes, payloads: Mapping[int, memoryview]) -> list[Buffer]:
+    """The file's bytes, in order, for a serialized model whose main-graph initializers at
+    ``payloads``' indices carry no ``raw_data``: each payload goes back in as that field, where
+    protobuf's own serialization puts it (fields in number order), and the two enclosing length
+    prefixes are re-encoded. Joined, the pieces are the full model's
+    ``SerializeToString(deterministic=True)``; the payloads themselves are never copied.
+    ``payloads``: flat byte views (``memoryview.cast("B")``)."""
+    splice = _Splice(lean, payloads)
+    pieces = splice.model()
+    if splice.done != set(payloads):
+        raise ValueError(f"no initializer at index(es) {sorted(set(payloads) - splice.done)}")
+    return _buffers(lean, pieces)
+
+
+class _Splice:
+    def __init__(self, buf: bytes, payloads: Mapping[int, memoryview]) -> None:
+        self.buf, self.payloads = buf, payloads
+        self.index = 0
+        self.done: set[int] = set()
+
+    def model(self) -> list[Piece | memoryview]:
+        pieces: list[Piece | memoryview] = []
+        for f in _fields(self.buf, 0, len(self.buf)):
+            pieces += self.graph(f) if f.number == _MODEL_GRAPH and f.wire == _LEN else [(f.start, f.end)]
+        return pieces
+
+    def graph(self, f: _Field) -> list[Piece | memoryview]:
+        body: list[Piece | memoryview] = []
+        for g in _fields(self.buf, f.value, f.end):
+            payload = None
+            if g.number == _GRAPH_INITIALIZER and g.wire == _LEN:
+                payload = self.payloads.get(self.index)
+                if payload is not None:
+                    self.done.add(self.index)
+                self.index += 1
+            body += [(g.start, g.end)] if payload is None else self.resized(g, self.tensor(g, payload))
+        return self.resized(f, body)
+
+    def tensor(self, g: _Field, payload: memoryview) -> list[Piece | memoryview]:
+        fields = list(_fields(self.buf, g.value, g.end))
+        if any(t.number == _TENSOR_RAW_DATA for t in fields):
+            raise ValueError(f"initializer {self.index} already has raw_data")
+        at = next((i for i, t in enumerate(fields) if t.number > _TENSOR_RAW_DATA), len(fields))
+        body: list[Piece | memoryview] = [(t.start, t.end) for t in fields]
+        body[at:at] = [_RAW_DATA_TAG + _encode_varint(payload.nbytes), payload]
+        return body
+
+    @staticmethod
+    def resized(f: _Field, body: list[Piece | memoryview]) -> list[Piece | memoryview]:
+        size = sum(p[1] - p[0] if isinstance(p, tuple) else len(p) if isinstance(p, bytes) else p.nbytes for p in body)
+        return [(f.start, f.length_at), _encode_varint(size), *body]
+
+
+def _buffers(buf: bytes, pieces: list[Piece | memoryview]) -> list[Buffer]:
+    """Byte ranges of ``buf`` as views (adjacent ones merged), new bytes and payloads as they are."""
+    out: list[Buffer] = []
+    start = end = 0
+    view = memoryview(buf)
+    for piece in pieces:
+        if isinstance(piece, tuple) and piece[0] == end and end > start:
+            end = piece[1]
+            continue
+        if end > start:
+            out.append(view[start:end])
+        start, end = piece if isinstance(piece, tuple) else (0, 0)
+        if not isinstance(piece, tuple):
+            out.append(piece)
+    if end > start:
+        out.append(view[start:end])
+    return out

@@ -21,6 +21,38 @@ def test_commit_renames_the_whole_file_onto_the_target(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+def test_pieces_are_written_in_order_and_readable_before_the_commit(tmp_path):
+    """An export's pieces (views of its weights among them) go out one after another; a check that
+    reads the file itself gets the whole temporary, tail included, before the rename."""
+    import numpy as np
+
+    target = tmp_path / "model.onnx"
+    weights = np.arange(3_000_000, dtype=np.float32)  # 12 MB: more than one chunk
+    pieces = [b"head", memoryview(weights).cast("B"), memoryview(b"-middle-")[1:7], b""]
+    expected = b"head" + weights.tobytes() + b"middle" + b"tail"
+    with StagedWrite(target, pieces, tail=True) as staged:
+        with pytest.raises(RuntimeError, match="tail was never appended"):
+            staged.readable()
+        staged.append(b"tail")
+        assert staged.readable().read_bytes() == expected
+        assert not target.exists()
+        staged.commit()
+    assert target.read_bytes() == expected
+    assert _leftovers(tmp_path) == []
+
+
+def test_readable_raises_what_the_writer_met(tmp_path, monkeypatch):
+    import portable.io
+
+    def disk_full(fd: int, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(portable.io, "_write_all", disk_full)
+    with pytest.raises(OSError, match="No space left"), StagedWrite(tmp_path / "m.onnx", [b"a", b"b"]) as staged:
+        staged.readable()
+    assert _leftovers(tmp_path) == []
+
+
 @pytest.mark.parametrize("existing", [None, b"old"])
 def test_a_failed_check_leaves_the_target_as_it_was(tmp_path, existing):
     target = tmp_path / "model.onnx"

@@ -7,7 +7,9 @@ large initializer payloads in it (``portable.validators.lean``).
 
 from __future__ import annotations
 
+import math
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 from support import rule_fixtures, save
 
 from portable.policy import Policy
-from portable.validators import validate, validate_bytes, validate_proto
-from portable.validators.lean import LEAN_MIN_ELEMENTS, lean_of
+from portable.validators import validate, validate_bytes, validate_held, validate_proto
+from portable.validators.lean import LEAN_MIN_ELEMENTS, lean_of, splice_payloads
 from portable.validators.loading import load_model_file
 
 ALL_RULES = Policy(ort=True)  # PORT014 too: it needs every weight back
@@ -31,12 +33,31 @@ def _full(path: Path, policy: Policy):
     return validate_proto(proto, str(path), policy, len(data))
 
 
+def _held(path: Path, policy: Policy):
+    """``path``'s model validated as an exporter holds it before writing: its large payloads cut out
+    of the proto, the file's bytes as pieces around them (``validate_held``)."""
+    proto = onnx.ModelProto()
+    proto.ParseFromString(path.read_bytes())
+    whole = proto.SerializeToString(deterministic=True)
+    payloads = {}
+    for index, tensor in enumerate(proto.graph.initializer):
+        if tensor.HasField("raw_data") and math.prod(tensor.dims) > LEAN_MIN_ELEMENTS:
+            payloads[index] = memoryview(tensor.raw_data)
+            tensor.ClearField("raw_data")
+    pieces = splice_payloads(proto.SerializeToString(deterministic=True), payloads)
+    assert b"".join(pieces) == whole  # the splice is the inverse of cutting them out
+    report = validate_held(proto, payloads, pieces, str(path), policy)
+    assert report.model["size_bytes"] == len(whole)  # the canonical bytes: an odd file's own layout is gone
+    return replace(report, model={**report.model, "size_bytes": path.stat().st_size})
+
+
 def _same(path: Path, policy: Policy | None = None, *, in_memory: bool = True) -> list[dict]:
-    """Assert lean == full on ``path`` (and the bytes an exporter validates before writing them,
-    ``in_memory``); return the findings."""
+    """Assert lean == full on ``path`` (and, ``in_memory``, on the model an exporter validates before
+    writing it: as bytes, and held as an export holds it); return the findings."""
     policy = policy or Policy()
     lean, full = validate(path, policy), _full(path, policy)
-    reports = (lean, full, validate_bytes(path.read_bytes(), str(path), policy)) if in_memory else (lean, full)
+    reports = (lean, full, validate_bytes(path.read_bytes(), str(path), policy), _held(path, policy)) if in_memory \
+        else (lean, full)
     for report in reports[1:]:
         assert report.error == lean.error, path
         assert report.model == lean.model, path

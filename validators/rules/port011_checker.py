@@ -85,16 +85,16 @@ def _checker_model(ctx: ModelContext) -> onnx.ModelProto:
     same type and shape in a copy (PORT010 reports them). Stripped initializers of a lean
     parse are moved the same way, or read back from the file (see the module docstring)."""
     external = {name for _, name, _ in external_tensors(ctx)}
-    stripped = ctx.lean.stripped if ctx.lean is not None else {}
+    stripped = set(ctx.lean.stripped) if ctx.lean is not None else set()
     if not external and not stripped:
         return ctx.proto
     copy = onnx.ModelProto()
     copy.CopyFrom(ctx.proto)
     graph = copy.graph
     movable = _movable(ctx, external)
-    for index in sorted(set(stripped) - movable):
+    for index in sorted(stripped - movable):
         assert ctx.lean is not None  # stripped tensors come from a lean parse
-        graph.initializer[index].CopyFrom(ctx.lean.tensor(stripped[index]))
+        graph.initializer[index].CopyFrom(ctx.lean.tensor(index))
     tensors = list(graph.initializer)
     gone = [i in movable or t.name in external for i, t in enumerate(tensors)]
     del graph.initializer[:]
@@ -145,8 +145,9 @@ def _movable(ctx: ModelContext, external: set[str]) -> set[int]:
     names = [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]
     taken = {v.name for v in (*graph.input, *graph.output)} | external | _data_read_names(ctx)
     infos = _value_infos(graph)
-    return {index for index, ref in ctx.lean.stripped.items()
-            if _passes_check_tensor(graph.initializer[index], ref.length)
+    lean = ctx.lean
+    return {index for index in lean.stripped
+            if _passes_check_tensor(graph.initializer[index], lean.payload_size(index))
             and names.count(graph.initializer[index].name) == 1
             and graph.initializer[index].name not in taken
             and _same_type(graph.initializer[index], infos.get(graph.initializer[index].name))}

@@ -103,12 +103,11 @@ class FiniteWeights(Rule):
 
 
 def _count_initializer(ctx: ModelContext, scope, index: int, tensor: onnx.TensorProto) -> int:
-    ref = ctx.stripped(scope, index)
-    if ref is None or ctx.lean is None:
-        return count_non_finite(tensor)
     lean = ctx.lean
-    raw = lean.payload(ref)
+    if lean is None or not ctx.stripped(scope, index):
+        return count_non_finite(tensor)
+    raw = lean.payload(index)
     try:
-        return count_non_finite(tensor, raw, lambda a, b: lean.release(ref.offset + a, ref.offset + b))
+        return count_non_finite(tensor, raw, lambda a, b: lean.release(index, a, b))
     finally:
         raw.release()
