@@ -20,6 +20,10 @@ need a stripped payload (PORT015's NaN scan, PORT011's checker) get it from the
 memory-mapped file through :class:`LeanModel`; PORT014 hands onnxruntime the file itself. Not stripped (kept in memory as
 before): tensors in ``float_data``/``int64_data``... fields, ``Constant`` node attributes,
 subgraph and sparse initializers.
+
+The inverse lives here too, beside the scan it mirrors: :func:`splice_payloads` puts payloads
+back into a serialized model that lacks them, so an exporter writes the file from its tensors'
+memory, and :class:`HeldLean` lets the rules read that model as they read a lean parse.
 """
 
 from __future__ import annotations
