@@ -31,7 +31,7 @@ def _one(model: str, mode: str) -> dict[str, object]:
     import resource
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from export_bench import _bare, _portable_module, _real  # type: ignore[import-not-found]
+    from export_bench import _bare, _portable_module, _real
 
     built = _real(model)
     gc.collect()
