@@ -29,6 +29,7 @@ memory, and :class:`HeldLean` lets the rules read that model as they read a lean
 from __future__ import annotations
 
 import mmap
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ class PayloadRef:
     message: tuple[int, int]  # [start, end) of the TensorProto's bytes
 
 
-class LeanModel:
+class LeanModel(ABC):
     """A parsed model whose large main-graph initializer payloads are not in :attr:`proto`: their
     ``raw_data`` is absent there and reached by initializer index instead."""
 
@@ -74,20 +75,22 @@ class LeanModel:
     path: str
 
     @property
+    @abstractmethod
     def stripped(self) -> Collection[int]:
         """The main-graph initializer indices whose payload is held outside :attr:`proto`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def payload(self, index: int) -> memoryview:
         """Initializer ``index``'s ``raw_data`` bytes, zero-copy (a new view the caller may release)."""
-        raise NotImplementedError
 
     def payload_size(self, index: int) -> int:
         with self.payload(index) as raw:
             return raw.nbytes
 
     def release(self, index: int, start: int, end: int) -> None:
-        """Drop [start, end) of ``index``'s payload from resident memory, where that means something."""
+        """Drop [start, end) of ``index``'s payload from resident memory, where that means something
+        (a mapped file); memory an exporter holds stays."""
+        return None
 
     def tensor(self, index: int) -> onnx.TensorProto:
         """The full tensor: exactly what a full parse would hold."""
@@ -97,9 +100,9 @@ class LeanModel:
             tensor.raw_data = bytes(raw)
         return tensor
 
+    @abstractmethod
     def source(self) -> str | bytes:
         """The whole model for a library that parses it itself (a file, or serialized bytes)."""
-        raise NotImplementedError
 
 
 @dataclass
