@@ -11,7 +11,7 @@ writes). A failed proof, or a proof the original cannot run, writes nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from portable.exporters.remedies import (
     external_bytes,
     symbols,
 )
+from portable.exporters.serialize import Serialized
 from portable.exporters.writer import PROTOBUF_LIMIT, check_size, write_atomic, write_json
 from portable.findings import Finding
 from portable.policy import Policy, load_policy
@@ -305,17 +306,19 @@ def check_dims(plan: _Plan, model: ir.Model) -> None:
                          f"(its symbols: {known})", path=str(plan.source))
 
 
-def serialize(model: ir.Model, plan: _Plan) -> tuple[onnx.ModelProto, bytes, str]:
-    """Refuse oversized weights, then the proto with the manifest's stamps and fingerprint."""
+def serialize(model: ir.Model, plan: _Plan) -> tuple[Serialized, str]:
+    """Refuse oversized weights, then the fixed model's bytes (no weight copied:
+    ``exporters.serialize``) with the manifest's stamps and fingerprint."""
     from portable.exporters.fingerprint import fingerprint
     from portable.exporters.manifest import stamp
+    from portable.exporters.serialize import hollow, spliced
 
     check_size(model, plan.policy.max_size_bytes)
-    proto = ir.to_proto(model)
+    proto, payloads = hollow(model)
     stamp(proto, plan.policy, precision(proto), plan.batch)
-    print_ = fingerprint(proto)
+    print_ = fingerprint(proto, payloads)
     proto.metadata_props.add(key="portable.fingerprint", value=print_)
-    return proto, proto.SerializeToString(deterministic=True), print_
+    return spliced(proto, payloads), print_
 
 
 def precision(proto: onnx.ModelProto) -> str:
@@ -326,16 +329,17 @@ def precision(proto: onnx.ModelProto) -> str:
     return "bf16" if onnx.TensorProto.BFLOAT16 in types else "fp32"
 
 
-def validate(proto: onnx.ModelProto, plan: _Plan, size: int) -> ValidationReport:
-    from portable.validators import validate_proto
+def validate(held: Serialized, plan: _Plan) -> ValidationReport:
+    """The fixed model's rules, read as ``portable validate`` would read the file it makes."""
+    from portable.validators import validate_held
 
-    report = validate_proto(proto, str(plan.output), plan.policy, size=size)
+    report = validate_held(held.proto, held.payloads, held.pieces, str(plan.output), plan.policy)
     if report.error is not None:  # a rule crashed: portable's failure, not the model's (exit 3)
         raise InternalError(f"validating the fixed model failed: {report.error}", path=str(plan.output))
     return report
 
 
-def write(plan: _Plan, data: bytes, manifest: dict[str, Any], force: bool) -> None:
+def write(plan: _Plan, data: Sequence[bytes | memoryview], manifest: dict[str, Any], force: bool) -> None:
     """The model, then its manifest; a new model is removed again if its manifest cannot be written."""
     existed = plan.output.exists()
     write_atomic(plan.output, data, force)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import math
+import sys
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import onnx_ir as ir
 
 from portable.errors import InputError, one_line
@@ -25,7 +28,13 @@ from portable.exporters.fix_proof import Proof, prove
 from portable.exporters.progress import Phases
 from portable.exporters.quiet import quiet_torch
 from portable.exporters.remedies import batch_symbol, external_bytes
+from portable.exporters.serialize import Serialized
 from portable.exporters.writer import check_target
+
+if TYPE_CHECKING:
+    import onnx
+
+    from portable.validators.lean import LeanModel
 
 __all__ = ["proof_batches", "run"]
 
@@ -41,39 +50,61 @@ def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
     with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
         model, reports = _remedies(plan, original)
     with phases.phase("serialize"):
-        result, proto, data = _built(plan, original, model, reports, phases)
+        result, held = _built(plan, original, model, reports, phases)
     if verify:
         with phases.phase("verify"), quiet_torch():
-            proof = _proof(plan, original, data, feeds)
+            proof = _proof(plan, original, held.tobytes(), feeds)
             if not proof.ok and not proof.unavailable:
                 model, reports, proof = _isolate(plan, original, feeds) or (model, reports, _baseless(proof))
-                result, proto, data = _built(plan, original, model, reports, phases)
+                result, held = _built(plan, original, model, reports, phases)
         result = _with(result, proof=proof)
         if not proof.ok:
             raise FixFailed(_proof_message(proof), result)
     with phases.phase("validate"):
-        report = validate(proto, plan, len(data))
+        report = validate(held, plan)
     result = _with(result, report=report)
     if plan.policy.strict and report.failing():
         return result
     with phases.phase("write"):
-        manifest = _manifest(proto, plan, result, len(data), phases)
-        write(plan, data, manifest, force)
+        manifest = _manifest(held.proto, plan, result, held.size, phases)
+        write(plan, held.pieces, manifest, force)
     return _with(result, written=True, manifest=manifest, timings=dict(phases.timings))
 
 
 def _load(plan: _Plan) -> ir.Model:
-    """The validators' reader (it never follows an external path), then onnx-ir."""
+    """The validators' reader (it never follows an external path; lean: the large weights stay in the
+    mapped file), then onnx-ir, each large weight a numpy array over its bytes in the file."""
+    from portable.validators.lean import lean_of
     from portable.validators.loading import load_model_file
 
-    proto = load_model_file(plan.source, lean=False).proto
+    proto = load_model_file(plan.source).proto
     try:
-        return ir.from_proto(proto)
+        model = ir.from_proto(proto)
     except Exception as exc:  # noqa: BLE001 - onnx-ir's deserializer on a malformed graph
         while exc.__cause__ is not None:  # onnx-ir wraps the reason in SerdeErrors naming its helpers
             exc = exc.__cause__  # type: ignore[assignment]
         raise InputError(f"onnx-ir cannot read this graph, so fix cannot change it: {one_line(exc, limit=160)}",
                          path=str(plan.source)) from None
+    lean = lean_of(proto)
+    if lean is not None:
+        for index in lean.stripped:
+            tensor = proto.graph.initializer[index]
+            model.graph.initializers[tensor.name].const_value = _mapped(lean, index, tensor)
+    return model
+
+
+def _mapped(lean: LeanModel, index: int, tensor: onnx.TensorProto) -> ir.TensorProtocol:
+    """Initializer ``index`` as a read-only numpy array over its payload in the mapped file (no copy;
+    the serializer writes it from there too), or parsed whole where its bytes are not one numpy
+    array's: a sub-byte or string type, a big-endian host, a length that does not match its dims."""
+    dtype = ir.DataType(tensor.data_type)
+    shape = tuple(tensor.dims)
+    if (sys.byteorder == "little" and dtype.bitwidth % 8 == 0 and dtype != ir.DataType.STRING
+            and lean.payload_size(index) == math.prod(shape) * dtype.itemsize):
+        array = np.frombuffer(lean.payload(index), dtype=dtype.numpy()).reshape(shape)
+        return ir.Tensor(array, dtype=dtype, name=tensor.name, doc_string=tensor.doc_string or None,
+                         metadata_props={e.key: e.value for e in tensor.metadata_props})
+    return ir.serde.deserialize_tensor(lean.tensor(index))
 
 
 def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
@@ -88,10 +119,10 @@ def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport
 
 
 def _built(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
-           phases: Phases) -> tuple[FixResult, Any, bytes]:
-    """The result so far, and the fixed model's proto and bytes."""
-    proto, data, print_ = serialize(model, plan)
-    return _with(_result(plan, original, model, reports, phases), fingerprint=print_), proto, data
+           phases: Phases) -> tuple[FixResult, Serialized]:
+    """The result so far, and the fixed model's file."""
+    held, print_ = serialize(model, plan)
+    return _with(_result(plan, original, model, reports, phases), fingerprint=print_), held
 
 
 def _feeds(plan: _Plan) -> dict[str, Any] | None:
@@ -131,7 +162,7 @@ def _isolate(plan: _Plan, original: ir.Model,
                 candidate = model
         model = candidate
         reports.append(report)
-    return model, reports, _proof(plan, original, serialize(model, plan)[1], feeds)
+    return model, reports, _proof(plan, original, serialize(model, plan)[0].tobytes(), feeds)
 
 
 def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],

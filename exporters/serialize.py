@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
-__all__ = ["Serialized", "payload_view", "serialize"]
+__all__ = ["Serialized", "hollow", "payload_view", "serialize", "spliced"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,14 @@ class Serialized:
 
 def serialize(model: ir.Model, stamp: Callable[[onnx.ModelProto], None] | None = None) -> Serialized:
     """The model's bytes as :class:`Serialized`; ``stamp`` adds metadata to the proto first."""
+    proto, payloads = hollow(model)
+    if stamp is not None:
+        stamp(proto)
+    return spliced(proto, payloads)
+
+
+def hollow(model: ir.Model) -> tuple[onnx.ModelProto, dict[int, memoryview]]:
+    """The model's proto without the large payloads, and those payloads by initializer index."""
     import onnx_ir as ir
 
     held = _held_initializers(model.graph)
@@ -59,8 +67,11 @@ def serialize(model: ir.Model, stamp: Callable[[onnx.ModelProto], None] | None =
     payloads = {positions[value.name]: view for value, view in held}
     for index in payloads:
         proto.graph.initializer[index].ClearField("raw_data")
-    if stamp is not None:
-        stamp(proto)
+    return proto, payloads
+
+
+def spliced(proto: onnx.ModelProto, payloads: dict[int, memoryview]) -> Serialized:
+    """A hollow proto (metadata and all) with its payloads, as the file's pieces."""
     pieces = splice_payloads(proto.SerializeToString(deterministic=True), payloads)
     return Serialized(proto, payloads, tuple(pieces))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def check_target(path: Path, force: bool) -> None:
         raise UsageError("output folder does not exist", path=str(path.parent))
 
 
-def write_atomic(path: Path, data: bytes, force: bool = False) -> None:
+def write_atomic(path: Path, data: bytes | Sequence[bytes | memoryview], force: bool = False) -> None:
     """Refuse an existing target unless ``force``, then write it atomically (see portable.io)."""
     check_target(path, force)
     atomic_write_bytes(path, data)

@@ -66,8 +66,9 @@ def _remove_stale_temps(path: Path) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> None:
-    """Write ``data`` to ``path`` atomically (the folder is created if missing)."""
+def atomic_write_bytes(path: str | Path, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
+    """Write ``data`` (bytes, or buffers one after another) to ``path`` atomically (the folder is
+    created if missing)."""
     with terminate_as_interrupt(), StagedWrite(path, data) as staged:
         staged.commit()
 
