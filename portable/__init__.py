@@ -23,18 +23,20 @@ __all__ = [
     "validate",
 ]
 
+# Each name from the module that defines it, not from its package: ``portable.exporters.fix`` is
+# the function until the module ``portable.exporters.fix`` is imported, and that module afterwards.
 _LAZY = {
     "validate": "portable.validators.engine",
     "Policy": "portable.policy",
     "load_policy": "portable.policy",
     "ValidationReport": "portable.report",
-    "export": "portable.exporters",
-    "ExportResult": "portable.exporters",
-    "ExportFailed": "portable.exporters",
-    "compare": "portable.runners",
-    "fix": "portable.exporters",
-    "FixResult": "portable.exporters",
-    "FixFailed": "portable.exporters",
+    "export": "portable.exporters.api",
+    "ExportResult": "portable.exporters.api",
+    "ExportFailed": "portable.exporters.api",
+    "compare": "portable.runners.api",
+    "fix": "portable.exporters.fix",
+    "FixResult": "portable.exporters.fix",
+    "FixFailed": "portable.exporters.fix",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

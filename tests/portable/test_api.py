@@ -46,3 +46,20 @@ def test_import_and_validate_do_not_import_torch_or_onnxruntime(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_public_names_stay_what_they_are_once_their_modules_are_imported():
+    """``portable.fix`` is a function, and stays one after ``portable.exporters.fix`` (the module of the
+    same name) is imported: Python then sets ``portable.exporters.fix`` to that module, which the
+    second ``portable.fix`` in a process used to return."""
+    import importlib
+    import types
+
+    for module in ("portable.exporters.fix", "portable.exporters.precheck", "portable.runners.api",
+                   "portable.runners.matrix", "portable.exporters.api"):
+        importlib.import_module(module)
+    for name in portable.__all__:
+        assert not isinstance(getattr(portable, name), types.ModuleType), name
+    from portable.exporters.fix import fix
+
+    assert portable.fix is fix
