@@ -67,7 +67,23 @@ def hollow(model: ir.Model) -> tuple[onnx.ModelProto, dict[int, memoryview]]:
     payloads = {positions[value.name]: view for value, view in held}
     for index in payloads:
         proto.graph.initializer[index].ClearField("raw_data")
+    _metadata_once(model.graph, proto.graph, positions)
     return proto, payloads
+
+
+def _metadata_once(graph: ir.Graph, out: onnx.GraphProto, positions: dict[str, int]) -> None:
+    """Each tensor's ``metadata_props`` as the IR holds them, once. onnx-ir 1.1 serializes a
+    ``TensorProtoTensor`` (a weight read from a file) as a copy of its proto plus the IR's entries again,
+    so every entry came out twice, and twice more on each ``portable fix`` of the result."""
+    import onnx
+    import onnx_ir as ir
+
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if isinstance(tensor, ir.TensorProtoTensor) and value.name in positions:
+            entries = out.initializer[positions[value.name]].metadata_props
+            del entries[:]
+            entries.extend(onnx.StringStringEntryProto(key=k, value=v) for k, v in tensor.metadata_props.items())
 
 
 def spliced(proto: onnx.ModelProto, payloads: dict[int, memoryview]) -> Serialized:

@@ -127,3 +127,26 @@ def test_splicing_refuses_what_it_cannot_place():
         splice_payloads(data, {0: memoryview(b"x")})
     with pytest.raises(ValueError, match=r"no initializer at index\(es\) \[1\]"):
         splice_payloads(data, {1: memoryview(b"x")})
+
+
+def test_a_weight_read_from_a_file_keeps_its_metadata_once(tmp_path):
+    """onnx-ir 1.1 writes a TensorProtoTensor's metadata_props twice; ``portable fix`` of its own
+    output then doubled them again."""
+    import portable
+
+    weight = onnx.numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    weight.metadata_props.add(key="k", value="v")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4])], [weight])
+    source = tmp_path / "m.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=10), source)
+    model = ir.from_proto(onnx.load(source))
+    # the library duplicates them; once this fails, onnx-ir is fixed and serialize._metadata_once can go
+    assert len(ir.to_proto(model).graph.initializer[0].metadata_props) == 2
+    assert serialize(model).proto.graph.initializer[0].metadata_props == weight.metadata_props
+    once, twice = tmp_path / "once.onnx", tmp_path / "twice.onnx"
+    portable.fix(source, once)
+    portable.fix(once, twice)
+    assert onnx.load(twice).graph.initializer[0].metadata_props == weight.metadata_props
