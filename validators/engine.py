@@ -155,12 +155,7 @@ def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Ru
         proto = parse_lean_bytes(data, path).proto
     except (Unscannable, DecodeError, RecursionError, ValueError):
         proto = parse_model_bytes(data, path)
-    try:
-        if parsed is not None:
-            parsed(proto, stripped_payloads(proto))
-        return validate_proto(proto, path, policy, len(data), rules=rules)
-    finally:
-        release(proto)
+    return _validate_lean(proto, path, policy, len(data), rules, parsed)
 
 
 def validate_held(proto: onnx.ModelProto, payloads: dict[int, memoryview], pieces: Sequence[bytes | memoryview],
@@ -172,10 +167,17 @@ def validate_held(proto: onnx.ModelProto, payloads: dict[int, memoryview], piece
     which hold it; see ``exporters.serialize``), so nothing is parsed. ``parsed`` as for
     :func:`validate_bytes`."""
     hold_lean(proto, path, payloads, pieces)
+    return _validate_lean(proto, path, policy, sum(memoryview(p).nbytes for p in pieces), rules, parsed)
+
+
+def _validate_lean(proto: onnx.ModelProto, path: str, policy: Policy, size: int, rules: Sequence[Rule] | None,
+                   parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None] | None) -> ValidationReport:
+    """The rules over a registered lean ``proto`` (``parsed`` told of its payloads first), then its
+    lean state forgotten."""
     try:
         if parsed is not None:
             parsed(proto, stripped_payloads(proto))
-        return validate_proto(proto, path, policy, sum(memoryview(p).nbytes for p in pieces), rules=rules)
+        return validate_proto(proto, path, policy, size, rules=rules)
     finally:
         release(proto)
 

@@ -247,7 +247,7 @@ def _parse(buffer: mmap.mmap | bytes, path: str) -> MappedLean:
 # -- the wire-format scan ---------------------------------------------------------------------
 
 _Buffer = mmap.mmap | bytes
-Piece = tuple[int, int] | bytes  # a byte range of the file, or new bytes (a length prefix)
+Piece = tuple[int, int] | bytes | memoryview  # a byte range of the buffer, new bytes (a length prefix), a payload
 
 
 def _varint(buf: _Buffer, pos: int, end: int) -> tuple[int, int]:
@@ -342,7 +342,7 @@ def _scan_tensor(buf: _Buffer, start: int, end: int) -> tuple[list[Piece], Paylo
 
 
 def _body_size(body: list[Piece]) -> int:
-    return sum(p[1] - p[0] if isinstance(p, tuple) else len(p) for p in body)
+    return sum(p[1] - p[0] if isinstance(p, tuple) else len(p) if isinstance(p, bytes) else p.nbytes for p in body)
 
 
 def _resized(f: _Field, body: list[Piece]) -> list[Piece]:
@@ -412,14 +412,14 @@ class _Splice:
         self.index = 0
         self.done: set[int] = set()
 
-    def model(self) -> list[Piece | memoryview]:
-        pieces: list[Piece | memoryview] = []
+    def model(self) -> list[Piece]:
+        pieces: list[Piece] = []
         for f in _fields(self.buf, 0, len(self.buf)):
             pieces += self.graph(f) if f.number == _MODEL_GRAPH and f.wire == _LEN else [(f.start, f.end)]
         return pieces
 
-    def graph(self, f: _Field) -> list[Piece | memoryview]:
-        body: list[Piece | memoryview] = []
+    def graph(self, f: _Field) -> list[Piece]:
+        body: list[Piece] = []
         for g in _fields(self.buf, f.value, f.end):
             payload = None
             if g.number == _GRAPH_INITIALIZER and g.wire == _LEN:
@@ -427,25 +427,20 @@ class _Splice:
                 if payload is not None:
                     self.done.add(self.index)
                 self.index += 1
-            body += [(g.start, g.end)] if payload is None else self.resized(g, self.tensor(g, payload))
-        return self.resized(f, body)
+            body += [(g.start, g.end)] if payload is None else _resized(g, self.tensor(g, payload))
+        return _resized(f, body)
 
-    def tensor(self, g: _Field, payload: memoryview) -> list[Piece | memoryview]:
+    def tensor(self, g: _Field, payload: memoryview) -> list[Piece]:
         fields = list(_fields(self.buf, g.value, g.end))
         if any(t.number == _TENSOR_RAW_DATA for t in fields):
             raise ValueError(f"initializer {self.index} already has raw_data")
         at = next((i for i, t in enumerate(fields) if t.number > _TENSOR_RAW_DATA), len(fields))
-        body: list[Piece | memoryview] = [(t.start, t.end) for t in fields]
+        body: list[Piece] = [(t.start, t.end) for t in fields]
         body[at:at] = [_RAW_DATA_TAG + _encode_varint(payload.nbytes), payload]
         return body
 
-    @staticmethod
-    def resized(f: _Field, body: list[Piece | memoryview]) -> list[Piece | memoryview]:
-        size = sum(p[1] - p[0] if isinstance(p, tuple) else len(p) if isinstance(p, bytes) else p.nbytes for p in body)
-        return [(f.start, f.length_at), _encode_varint(size), *body]
 
-
-def _buffers(buf: bytes, pieces: list[Piece | memoryview]) -> list[Buffer]:
+def _buffers(buf: bytes, pieces: list[Piece]) -> list[Buffer]:
     """Byte ranges of ``buf`` as views (adjacent ones merged), new bytes and payloads as they are."""
     out: list[Buffer] = []
     start = end = 0
