@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from portable.validators.wire import len_field
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PORTABLE, PYTHON, ROOT, emit, machine, measure, median_of, versions  # noqa: E402
 
@@ -35,23 +37,12 @@ RSS_GOAL = 0.3   # x file size
 _CHUNK = 1 << 22  # float32 values generated and written at a time
 
 
-def _len_field(number: int, size: int) -> bytes:
-    """A length-delimited field's tag and length (its payload follows)."""
-    return _varint(number << 3 | 2) + _varint(size)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out + bytes([value]))
 
 
 def _tensor_head(name: str, shape: tuple[int, int]) -> bytes:
     nbytes = shape[0] * shape[1] * 4
     head = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape).SerializeToString()
-    return head + _len_field(9, nbytes)  # raw_data (field 9) follows the fields 1, 2 and 8
+    return head + len_field(9, nbytes)  # raw_data (field 9) follows the fields 1, 2 and 8
 
 
 def _write_payload(out: BinaryIO, count: int, rng: np.random.Generator, nan: bool = False) -> None:
@@ -76,14 +67,14 @@ def write_model(path: Path, layers: int, width: int) -> int:
     ).SerializeToString()
     inits = [(_tensor_head(n, shape), width * width) for n in names]
     init_sizes = [len(h) + count * 4 for h, count in inits]
-    graph_size = len(graph_head) + sum(len(_len_field(5, s)) + s for s in init_sizes) + len(graph_tail)
+    graph_size = len(graph_head) + sum(len(len_field(5, s)) + s for s in init_sizes) + len(graph_tail)
     model_head = onnx.ModelProto(ir_version=10, producer_name="portable-bench").SerializeToString()
     model_tail = onnx.ModelProto(opset_import=[helper.make_opsetid("", 18)]).SerializeToString()
     rng = np.random.default_rng(0)
     with open(path, "wb") as out:
-        out.write(model_head + _len_field(7, graph_size) + graph_head)
+        out.write(model_head + len_field(7, graph_size) + graph_head)
         for i, ((head, count), size) in enumerate(zip(inits, init_sizes)):
-            out.write(_len_field(5, size) + head)
+            out.write(len_field(5, size) + head)
             _write_payload(out, count, rng, nan=i == layers - 1)
         out.write(graph_tail + model_tail)
     return layers * width * width

@@ -74,10 +74,10 @@ def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
 def _load(plan: _Plan) -> ir.Model:
     """The validators' reader (it never follows an external path; lean: the large weights stay in the
     mapped file), then onnx-ir, each large weight a numpy array over its bytes in the file."""
-    from portable.validators.lean import lean_of
     from portable.validators.loading import load_model_file
 
-    proto = load_model_file(plan.source).proto
+    loaded = load_model_file(plan.source)  # its mapping stays open while the model's arrays view it
+    proto = loaded.proto
     try:
         model = ir.from_proto(proto)
     except Exception as exc:  # noqa: BLE001 - onnx-ir's deserializer on a malformed graph
@@ -85,7 +85,7 @@ def _load(plan: _Plan) -> ir.Model:
             exc = exc.__cause__  # type: ignore[assignment]
         raise InputError(f"onnx-ir cannot read this graph, so fix cannot change it: {one_line(exc, limit=160)}",
                          path=str(plan.source)) from None
-    lean = lean_of(proto)
+    lean = loaded.lean
     if lean is not None:
         for index in lean.stripped:
             tensor = proto.graph.initializer[index]

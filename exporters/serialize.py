@@ -7,7 +7,7 @@ onnx-ir writes a field straight from memory it does not own (onnx-ir's ``tofile`
 *external* data, which the contract forbids). So the model is serialized *hollow*: the large
 initializers (the lean parse's criterion, ``validators.lean``) carry no ``raw_data``. Their
 bytes, views of the tensors' own memory wherever they already lie there as the file stores them,
-are spliced back in by :func:`~portable.validators.lean.splice_payloads`, the inverse of the
+are spliced back in by :func:`~portable.validators.wire.splice_payloads`, the inverse of the
 lean parse. The pieces join to the same bytes as protobuf's deterministic serialization (tested),
 and the hollow proto is what validation reads, as it would read the lean parse of the file.
 """
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from portable.validators.lean import LEAN_MIN_ELEMENTS, splice_payloads
+from portable.validators.lean import LEAN_MIN_ELEMENTS
+from portable.validators.wire import splice_payloads
 
 if TYPE_CHECKING:
     import onnx

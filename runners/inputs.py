@@ -124,12 +124,11 @@ def graph_io(model_path: str | Path, *, every_type: bool = False) -> tuple[list[
     validators' lean loader leaves large payloads in the file (and names any unreadable file).
     ``every_type``: strings, float8, float4 and 4-/2-bit integers too (the runners of ``compare``,
     which feed PyTorch as well, refuse them here; the proof of ``fix`` takes them)."""
-    from portable.validators.lean import release
     from portable.validators.loading import load_model_file
 
-    model = load_model_file(model_path).proto
-    release(model)  # only the graph's signature is read below
-    return io_of_proto(model, every_type=every_type)
+    loaded = load_model_file(model_path)
+    loaded.close()  # only the graph's signature is read below
+    return io_of_proto(loaded.proto, every_type=every_type)
 
 
 def io_of_proto(model: Any, *, every_type: bool = False) -> tuple[list[InputSpec], list[OutputSpec]]:

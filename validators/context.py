@@ -10,7 +10,7 @@ import onnx
 from portable.findings import Location
 from portable.policy import Policy
 from portable.validators.graphs import GraphScope, iter_scopes, location
-from portable.validators.lean import LeanModel, lean_of
+from portable.validators.lean import LeanModel
 
 __all__ = ["INITIALIZERS_OVERRIDABLE_FROM_IR", "RANDOM_OPS", "ModelContext"]
 
@@ -24,8 +24,12 @@ RANDOM_OPS = frozenset(
 class ModelContext:
     """One model plus the facts several rules need, each computed at most once."""
 
-    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None) -> None:
-        self.lean: LeanModel | None = lean_of(proto)
+    def __init__(self, proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None,
+                 lean: LeanModel | None = None) -> None:
+        """``lean``: the lean parse ``proto`` is (its large payloads held there, not in ``proto``)."""
+        if lean is not None and lean.proto is not proto:
+            raise ValueError("ModelContext: the lean model is not the parse of this proto")
+        self.lean = lean
         self.proto = proto
         self.path = path
         self.policy = policy

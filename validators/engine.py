@@ -17,9 +17,10 @@ from portable.findings import Finding
 from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.context import ModelContext
-from portable.validators.lean import Unscannable, hold_lean, parse_lean_bytes, release, stripped_payloads
+from portable.validators.lean import HeldLean, LeanModel, parse_lean_bytes
 from portable.validators.loading import load_model_file, parse_model_bytes
 from portable.validators.rules import ALL_RULES, Rule
+from portable.validators.wire import Unscannable
 
 __all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_bytes", "validate_held", "validate_proto"]
 
@@ -106,15 +107,16 @@ def _bad_string(proto: onnx.ModelProto) -> str | None:
 
 
 def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int | None = None, *,
-                   rules: Sequence[Rule] | None = None) -> ValidationReport:
+                   rules: Sequence[Rule] | None = None, lean: LeanModel | None = None) -> ValidationReport:
     """Validate a parsed model with ``rules`` (default: ``select_rules(policy)``, chosen here).
+    ``lean``: the lean parse ``proto`` is, whose large payloads the rules read from there.
     A rule that crashes makes the report an internal error (exit 3)."""
     rules = select_rules(policy) if rules is None else rules
     bad = _bad_string(proto)
     if bad is not None:
         return ValidationReport(path=path, policy=policy, rules=tuple(r.id for r in rules),
                                 error=f"not a valid ONNX model: {bad} is not UTF-8 text (a corrupt file)")
-    ctx = ModelContext(proto, path, policy, size)
+    ctx = ModelContext(proto, path, policy, size, lean)
     findings: list[Finding] = []
     error = None
     for rule in rules:
@@ -138,9 +140,9 @@ def _validate_file(path: str | Path, policy: Policy, name: str | None, rules: Se
     except InputError as exc:
         return ValidationReport(path=str(path), policy=policy, error=exc.message, rules=tuple(r.id for r in rules))
     try:
-        return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size, rules=rules)
+        return validate_proto(loaded.proto, name or loaded.path, policy, loaded.size, rules=rules, lean=loaded.lean)
     finally:
-        release(loaded.proto)  # the memory map of a lean parse
+        loaded.close()  # the memory map of a lean parse
 
 
 def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Rule] | None = None,
@@ -152,10 +154,11 @@ def validate_bytes(data: bytes, path: str, policy: Policy, *, rules: Sequence[Ru
     model and its stripped payloads (initializer index -> bytes) before the rules run: the exporter
     hashes them meanwhile. It must change neither; the payloads are views of ``data``."""
     try:
-        proto = parse_lean_bytes(data, path).proto
+        lean: LeanModel | None = parse_lean_bytes(data, path)
     except (Unscannable, DecodeError, RecursionError, ValueError):
-        proto = parse_model_bytes(data, path)
-    return _validate_lean(proto, path, policy, len(data), rules, parsed)
+        lean = None
+    proto = lean.proto if lean is not None else parse_model_bytes(data, path)
+    return _validate_lean(proto, lean, path, policy, len(data), rules, parsed)
 
 
 def validate_held(proto: onnx.ModelProto, payloads: dict[int, memoryview], pieces: Sequence[bytes | memoryview],
@@ -166,20 +169,17 @@ def validate_held(proto: onnx.ModelProto, payloads: dict[int, memoryview], piece
     file ``pieces`` make: ``proto`` is that file's lean parse (no ``raw_data`` at ``payloads``' indices,
     which hold it; see ``exporters.serialize``), so nothing is parsed. ``parsed`` as for
     :func:`validate_bytes`."""
-    hold_lean(proto, path, payloads, pieces)
-    return _validate_lean(proto, path, policy, sum(memoryview(p).nbytes for p in pieces), rules, parsed)
+    lean = HeldLean(proto, path, payloads, tuple(pieces))
+    return _validate_lean(proto, lean, path, policy, sum(memoryview(p).nbytes for p in pieces), rules, parsed)
 
 
-def _validate_lean(proto: onnx.ModelProto, path: str, policy: Policy, size: int, rules: Sequence[Rule] | None,
+def _validate_lean(proto: onnx.ModelProto, lean: LeanModel | None, path: str, policy: Policy, size: int,
+                   rules: Sequence[Rule] | None,
                    parsed: Callable[[onnx.ModelProto, Mapping[int, memoryview]], None] | None) -> ValidationReport:
-    """The rules over a registered lean ``proto`` (``parsed`` told of its payloads first), then its
-    lean state forgotten."""
-    try:
-        if parsed is not None:
-            parsed(proto, stripped_payloads(proto))
-        return validate_proto(proto, path, policy, size, rules=rules)
-    finally:
-        release(proto)
+    """The rules over ``proto``, the lean parse ``lean`` holds (``parsed`` told of its payloads first)."""
+    if parsed is not None:
+        parsed(proto, lean.payload_views() if lean is not None else {})
+    return validate_proto(proto, path, policy, size, rules=rules, lean=lean)
 
 
 def _sorted(findings: Iterable[Finding]) -> tuple[Finding, ...]:

@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from portable.errors import InputError
 from portable.policy import GIB
-from portable.validators.lean import Unscannable, parse_lean
+from portable.validators.lean import LeanModel, MappedLean, Unscannable, parse_lean
 
 __all__ = ["PROTOBUF_LIMIT", "LoadedModel", "load_model_file", "parse_model_bytes"]
 
@@ -32,9 +32,17 @@ PROTOBUF_LIMIT = 2 * GIB
 
 @dataclass(frozen=True)
 class LoadedModel:
+    """A read model: its proto, and the lean parse it came from (None when it was parsed whole)."""
+
     path: str
     proto: onnx.ModelProto
     size: int
+    lean: LeanModel | None = None
+
+    def close(self) -> None:
+        """Unmap the file of a lean parse (views of it still alive keep it mapped)."""
+        if self.lean is not None:
+            self.lean.close()
 
 
 def _human(size: int) -> str:
@@ -122,9 +130,9 @@ def load_model_file(path: str | Path, *, lean: bool = True) -> LoadedModel:
     if info.st_size == 0:  # also a device or a pipe: never opened, a read might not end
         parse_model_bytes(b"", str(path))
     if lean and stat.S_ISREG(info.st_mode):
-        proto = _parse_lean_or_none(path)
-        if proto is not None:
-            return LoadedModel(path=str(path), proto=proto, size=info.st_size)
+        parsed = _parse_lean_or_none(path)
+        if parsed is not None:
+            return LoadedModel(path=str(path), proto=parsed.proto, size=info.st_size, lean=parsed)
     data = _read(path, info.st_size)
     return LoadedModel(path=str(path), proto=parse_model_bytes(data, str(path)), size=len(data))
 
@@ -139,12 +147,13 @@ def _read(path: Path, size: int) -> bytes:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
 
 
-def _parse_lean_or_none(path: Path) -> onnx.ModelProto | None:
+def _parse_lean_or_none(path: Path) -> MappedLean | None:
     """The lean parse, or None when the full parse must decide (and word the error)."""
     try:
-        proto = parse_lean(path).proto
+        parsed = parse_lean(path)
     except (Unscannable, DecodeError, RecursionError, OSError, ValueError):
         return None
-    if proto.ir_version <= 0 or not proto.HasField("graph"):
+    if parsed.proto.ir_version <= 0 or not parsed.proto.HasField("graph"):
+        parsed.close()
         return None
-    return proto
+    return parsed

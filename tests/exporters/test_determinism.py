@@ -52,18 +52,18 @@ def test_the_fingerprint_of_a_lean_parse_is_the_files(tmp_path):
 
     import portable
     from portable.exporters.fingerprint import fingerprint
-    from portable.validators.lean import parse_lean_bytes, stripped_payloads
+    from portable.validators.lean import parse_lean_bytes
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8)).eval()
     result = portable.export(module, (torch.randn(2, 256),), tmp_path / "wide.onnx", verify=False)
     data = bytearray(result.path.read_bytes())
-    lean = parse_lean_bytes(bytes(data), str(result.path)).proto
-    payloads = stripped_payloads(lean)
+    parsed = parse_lean_bytes(bytes(data), str(result.path))
+    lean, payloads = parsed.proto, parsed.payload_views()
     assert payloads, "nothing stripped: the test would prove nothing"
     assert fingerprint(lean, payloads) == fingerprint(onnx.load_from_string(bytes(data))) == result.fingerprint
     assert fingerprint(lean) != result.fingerprint  # the stripped payloads are needed
     offset = bytes(data).find(next(iter(payloads.values())).tobytes())
     data[offset] ^= 1
-    changed = parse_lean_bytes(bytes(data), str(result.path)).proto
-    assert fingerprint(changed, stripped_payloads(changed)) != result.fingerprint
+    changed = parse_lean_bytes(bytes(data), str(result.path))
+    assert fingerprint(changed.proto, changed.payload_views()) != result.fingerprint

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from portable.exporters.serialize import payload_view, serialize
-from portable.validators.lean import LEAN_MIN_ELEMENTS, splice_payloads
+from portable.validators.lean import LEAN_MIN_ELEMENTS
+from portable.validators.wire import splice_payloads
 
 
 def _torch(tensor: torch.Tensor) -> ir.TensorProtocol:

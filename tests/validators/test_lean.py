@@ -20,8 +20,9 @@ from support import rule_fixtures, save
 
 from portable.policy import Policy
 from portable.validators import validate, validate_bytes, validate_held, validate_proto
-from portable.validators.lean import LEAN_MIN_ELEMENTS, lean_of, splice_payloads
+from portable.validators.lean import LEAN_MIN_ELEMENTS
 from portable.validators.loading import load_model_file
+from portable.validators.wire import encode_varint, key, len_field, splice_payloads
 
 ALL_RULES = Policy(ort=True)  # PORT014 too: it needs every weight back
 
@@ -66,7 +67,7 @@ def _same(path: Path, policy: Policy | None = None, *, in_memory: bool = True) -
 
 
 def _stripped(path: Path) -> int:
-    lean = lean_of(load_model_file(path).proto)
+    lean = load_model_file(path).lean
     return len(lean.stripped) if lean else 0
 
 
@@ -190,7 +191,8 @@ def test_checker_moves_a_weight_whose_value_info_agrees(tmp_path, name, moved):
     from portable.validators.rules.port011_checker import _checker_model
 
     path = save(_built()[name], tmp_path / f"{name}.onnx")
-    ctx = ModelContext(load_model_file(path).proto, str(path), Policy())
+    loaded = load_model_file(path)
+    ctx = ModelContext(loaded.proto, str(path), Policy(), lean=loaded.lean)
     checked = _checker_model(ctx).graph
     assert ("w" in {v.name for v in checked.input}) is moved
     assert ("w" in {t.name for t in checked.initializer}) is not moved
@@ -208,22 +210,6 @@ def test_nan_scan_reads_stripped_weights(tmp_path):
 
 # -- wire layouts no serializer writes, which protobuf still accepts -----------------------------
 
-def _key(number: int, wire: int) -> bytes:
-    return _varint(number << 3 | wire)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out + bytes([value]))
-
-
-def _len_field(number: int, payload: bytes) -> bytes:
-    return _key(number, 2) + _varint(len(payload)) + payload
-
-
 def _nan_bytes(count: int) -> bytes:
     values = np.zeros(np.prod(BIG), np.float32)
     values[:count] = np.nan
@@ -233,7 +219,7 @@ def _nan_bytes(count: int) -> bytes:
 def _graph_bytes(tensor: bytes) -> bytes:
     model = _matmul(_weights(bad=()))
     del model.graph.initializer[:]
-    return model.SerializeToString() + _len_field(7, _len_field(5, tensor))  # a second `graph`: merged
+    return model.SerializeToString() + len_field(7, len_field(5, tensor))  # a second `graph`: merged
 
 
 def _tensor_head() -> bytes:
@@ -244,14 +230,14 @@ def _tensor_head() -> bytes:
 def test_unusual_wire_layouts(tmp_path, layout):
     head = _tensor_head()
     if layout == "raw_data_first":
-        tensor = _len_field(9, _nan_bytes(3)) + head
+        tensor = len_field(9, _nan_bytes(3)) + head
     elif layout == "raw_data_twice":  # protobuf keeps the last one
-        tensor = head + _len_field(9, _nan_bytes(1)) + _len_field(9, _nan_bytes(5))
+        tensor = head + len_field(9, _nan_bytes(1)) + len_field(9, _nan_bytes(5))
     elif layout == "unpacked_dims":
         t = TensorProto(name="w", data_type=TensorProto.FLOAT)
-        tensor = t.SerializeToString() + _key(1, 0) + _varint(100) + _key(1, 0) + _varint(100) + _len_field(9, _nan_bytes(4))
+        tensor = t.SerializeToString() + key(1, 0) + encode_varint(100) + key(1, 0) + encode_varint(100) + len_field(9, _nan_bytes(4))
     else:
-        tensor = head + _len_field(9, _nan_bytes(2))
+        tensor = head + len_field(9, _nan_bytes(2))
     path = tmp_path / f"{layout}.onnx"
     path.write_bytes(_graph_bytes(tensor))
     assert _stripped(path) == 1

@@ -1,0 +1,97 @@
+"""Figures of the house: function sizes, import graph, mypy error counts (docs/house.md).
+
+    .venv/bin/python bench/house_stats.py [--mypy] [--root DIR]
+
+Function sizes are counted with ``ast`` over the package's folders (a function's lines from its ``def``
+to its last statement, docstring included; nested functions count on their own too). The import graph
+comes from ``tests/test_import_graph.py`` (module-level imports, then with the imports inside functions
+too). ``--mypy`` runs mypy, as configured and ``--strict``, on a tree of links laid out as the package
+(``tests/test_typing.py``'s layout), which takes a minute or two. JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+FOLDERS = ("portable", "exporters", "validators", "runners")
+
+
+def _function_sizes(root: Path) -> list[int]:
+    sizes = []
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    sizes.append((node.end_lineno or node.lineno) - node.lineno + 1)
+    return sizes
+
+
+def _percentile(values: list[int], share: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _graph_module(root: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("import_graph", root / "tests" / "test_import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _graph(root: Path) -> dict[str, Any]:
+    tool = _graph_module(root)
+    sources = {name: path.read_text() for name, path in tool.module_files().items()}
+    eager, lazy = tool.import_graph(sources), tool.import_graph(sources, lazy=True)
+    return {"modules": len(eager), "edges": sum(map(len, eager.values())),
+            "edges_with_lazy": sum(map(len, lazy.values())), "cycles": tool.cycles(eager),
+            "cycles_with_lazy": tool.cycles(lazy), "upward_imports": tool.upward_imports(eager)}
+
+
+def _mypy(root: Path, strict: bool) -> int:
+    from mypy import api
+
+    sys.path.insert(0, str(root / "tests"))
+    typing_test = importlib.util.spec_from_file_location("typing_test", root / "tests" / "test_typing.py")
+    assert typing_test is not None and typing_test.loader is not None
+    module = importlib.util.module_from_spec(typing_test)
+    typing_test.loader.exec_module(module)
+    tree = module._link_tree().parent
+    args = ["--config-file", str(root / "pyproject.toml"), "--cache-dir", str(tree / ".mypy_cache"), "-p", "portable"]
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tree)
+    try:
+        out, _, _ = api.run(args + (["--strict"] if strict else []))
+    finally:
+        os.chdir(cwd)
+    found = re.search(r"Found (\d+) error", out)
+    return int(found.group(1)) if found else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--mypy", action="store_true")
+    args = parser.parse_args()
+    sizes = _function_sizes(args.root)
+    result: dict[str, Any] = {
+        "functions": len(sizes), "lines_p50": int(statistics.median(sizes)), "lines_p90": _percentile(sizes, 0.9),
+        "lines_max": max(sizes), "over_40_lines": sum(s > 40 for s in sizes), "import_graph": _graph(args.root)}
+    if args.mypy:
+        result["mypy_package_layout"] = _mypy(args.root, strict=False)
+        result["mypy_package_layout_strict"] = _mypy(args.root, strict=True)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
