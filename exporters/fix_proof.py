@@ -87,7 +87,7 @@ def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str
                      as_declared(specs, feeds or make_feeds(specs, b, seed=seed, dims=sizes))) for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
-    message = "; ".join(_why(r) for r in bad) or f"max |fixed - original| = {worst:.3g}"
+    message = "; ".join(r["message"] for r in bad) or f"max |fixed - original| = {worst:.3g}"
     return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime)
 
 
@@ -123,15 +123,12 @@ def _candidate(fixed: bytes, reference: bool) -> tuple[Any, str]:
 
 
 def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
-    import onnxruntime as ort
+    from portable.runners.sessions import SessionFailed, session_from_onnx
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # ORT's warnings are noise here; its errors reach the user as one line
     try:
-        data = str(model) if isinstance(model, Path) else model
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/NotImplemented types
-        raise error(f"ONNX Runtime cannot load the {which} model: {one_line(exc, typed=False)}") from None
+        return session_from_onnx(model, what=f"the {which} model")
+    except SessionFailed as exc:
+        raise error(exc.message) from None
 
 
 def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
@@ -144,11 +141,11 @@ def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
     pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []
     if pairs:
         expected, got = [e for e, _ in pairs], [g for _, g in pairs]
-    pair = compare_outputs(("fixed", got), ("original", expected), [o.name for o in outputs],
+    pair = compare_outputs(("the fixed model", got), ("the original", expected), [o.name for o in outputs],
                            [o.dtype for o in outputs], batch, ToleranceTable())
     if not pair.passed:
         _deterministic(original, feeds, expected, batch)
-    return pair.to_dict()
+    return {**pair.to_dict(), "message": pair.message}
 
 
 def _deterministic(original: Any, feeds: Mapping[str, Any], first: Sequence[Any], batch: int) -> None:
@@ -189,22 +186,3 @@ def _run(session: Any, feeds: Mapping[str, Any], what: str, error: type[Exceptio
         runtime = "ONNX Runtime" if ort else "onnx.reference"
         raise error(f"{runtime} cannot run {what}: {one_line(exc, typed=False)}") from None
     return [comparable(o) for o in outputs]
-
-
-def _why(row: dict[str, Any]) -> str:
-    if row["error"]:
-        return f"batch {row['batch']}: {row['error']}"
-    bad = [o for o in row["outputs"] if not o["passed"]]
-    return f"batch {row['batch']}: " + "; ".join(f"output '{o['output']}' {_what(o)}" for o in bad)
-
-
-def _what(row: dict[str, Any]) -> str:
-    if row["shape_mismatch"]:
-        return f"has shape {row['shape_mismatch']} (fixed vs original)"
-    if row["dtype"] == "string":
-        return f"has {row['beyond']} of {row['elements']} strings unlike the original's"
-    if row["nonfinite_actual"] or row["nonfinite_expected"]:
-        return f"has NaN/Inf ({row['nonfinite_actual']} in the fixed model, {row['nonfinite_expected']} in the original)"
-    tol = row["tolerance"]
-    return (f"differs by up to {row['max_abs']:.3g} ({row['beyond']} element(s) beyond "
-            f"atol {tol['atol']:g}/rtol {tol['rtol']:g})")

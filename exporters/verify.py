@@ -28,6 +28,7 @@ from portable.runners.inputs import (
     make_feeds,
     run_onnxruntime,
 )
+from portable.runners.sessions import SessionFailed, session_from_onnx
 from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import EagerRunner
 
@@ -135,17 +136,12 @@ def _degenerate_warnings(details: Sequence[dict[str, Any]]) -> tuple[str, ...]:
 
 def _session(model: bytes | str, precision: str) -> Any:
     """An ONNX Runtime CPU session, or a :class:`Parity` saying why there is none."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
-        first = one_line(exc, typed=False)
-        if precision == "bf16" and "NOT_IMPLEMENTED" in str(exc):  # the CPU provider lacks bf16 kernels
-            return Parity(ok=True, skipped=f"ONNX Runtime's CPU provider has no bf16 kernel here: {first}")
-        return Parity(ok=False, message=f"ONNX Runtime cannot load the exported model: {first}")
+        return session_from_onnx(model, what="the exported model")
+    except SessionFailed as exc:
+        if precision == "bf16" and "NOT_IMPLEMENTED" in exc.detail:  # the CPU provider lacks bf16 kernels
+            return Parity(ok=True, skipped=f"ONNX Runtime's CPU provider has no bf16 kernel here: {exc.detail}")
+        return Parity(ok=False, message=exc.message)
 
 
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
@@ -159,9 +155,9 @@ def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], ou
         got = run_onnxruntime(session, as_declared(specs, feeds))  # bfloat16 as bfloat16, through OrtValues
     except Exception as exc:  # noqa: BLE001 - ORT's own types: the export does not run at this batch
         return _detail(batch, False, float("inf"), f"batch {batch}: ONNX Runtime failed to run: {one_line(exc, limit=300)}")
-    pair = compare_outputs(("onnxruntime", got), ("eager", expected), [o.name for o in outputs],
+    pair = compare_outputs(("ONNX Runtime", got), ("PyTorch", expected), [o.name for o in outputs],
                            [o.dtype for o in outputs], batch, table)
-    return _judge(pair)
+    return _detail(batch, pair.passed, pair.max_abs, pair.message, pair)
 
 
 def _detail(batch: int, ok: bool, worst: float, message: str, pair: PairComparison | None = None) -> dict[str, Any]:
@@ -169,21 +165,3 @@ def _detail(batch: int, ok: bool, worst: float, message: str, pair: PairComparis
              "rms_actual": o.stats.rms_actual, "degenerate": o.warning is not None,
              "tolerance": o.tolerance.describe()} for o in (pair.outputs if pair else ())]
     return {"batch": batch, "ok": ok, "max_abs_diff": worst, "message": message, "outputs": rows}
-
-
-def _judge(pair: PairComparison) -> dict[str, Any]:
-    if pair.error is not None:
-        return _detail(pair.batch, False, float("inf"), f"batch {pair.batch}: {pair.error}")
-    problems = []
-    for o in pair.outputs:
-        stats = o.stats
-        if stats.shape_mismatch is not None:
-            problems.append(f"output {o.output!r} {stats.shape_mismatch} (ONNX Runtime vs torch)")
-        elif stats.nonfinite_actual or stats.nonfinite_expected:
-            problems.append(f"output {o.output!r} has NaN/Inf ({stats.nonfinite_actual} from ONNX Runtime, "
-                            f"{stats.nonfinite_expected} from torch)")
-        elif not stats.passed:
-            problems.append(f"output {o.output!r} differs by up to {stats.max_abs:.3g} (atol/rtol {o.tolerance.describe()})")
-    worst = max((o.stats.max_abs for o in pair.outputs if o.stats.shape_mismatch is None), default=0.0)
-    message = f"batch {pair.batch}: " + "; ".join(problems) if problems else ""
-    return _detail(pair.batch, not problems, worst, message, pair)

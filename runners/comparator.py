@@ -187,6 +187,21 @@ class OutputComparison:
     def passed(self) -> bool:
         return self.stats.passed
 
+    def problem(self, actual: str, expected: str) -> str | None:
+        """Why this output fails, in one clause naming both sides (None when it passes): the one wording
+        of a parity failure, for ``compare``, export's verify and ``fix``'s proof alike."""
+        s, name = self.stats, f"output {self.output!r}"
+        if s.passed:
+            return None
+        if s.shape_mismatch is not None:
+            return f"{name} has {s.shape_mismatch} ({actual} vs {expected})"
+        if s.nonfinite_actual or s.nonfinite_expected:
+            return f"{name} has NaN/Inf ({s.nonfinite_actual} in {actual}, {s.nonfinite_expected} in {expected})"
+        if self.dtype == "string":
+            return f"{name} has {s.beyond} of {s.elements} strings unlike {expected}'s"
+        return (f"{name} differs by up to {s.max_abs:.3g} ({s.beyond} of {s.elements} element(s) beyond "
+                f"atol/rtol {self.tolerance.describe()})")
+
     @property
     def warning(self) -> str | None:
         """Why this output's parity proves nothing, if it does not."""
@@ -218,9 +233,25 @@ class PairComparison:
     def failing_outputs(self) -> tuple[str, ...]:
         return tuple(o.output for o in self.outputs if not o.passed)
 
+    def problems(self) -> tuple[str, ...]:
+        """Each failing output's :meth:`OutputComparison.problem`, or the pair's own error."""
+        if self.error is not None:
+            return (self.error,)
+        found = (o.problem(self.actual, self.expected) for o in self.outputs)
+        return tuple(p for p in found if p is not None)
+
     @property
-    def degenerate_outputs(self) -> tuple[str, ...]:
-        return tuple(o.output for o in self.outputs if o.warning is not None)
+    def message(self) -> str:
+        """``batch 3: output 'y' differs by up to ...; output 'z' ...``, empty when the pair passes."""
+        problems = self.problems()
+        return f"batch {self.batch}: " + "; ".join(problems) if problems else ""
+
+    @property
+    def max_abs(self) -> float:
+        """The largest absolute difference over the outputs whose shapes agree (inf on an error)."""
+        if self.error is not None:
+            return float("inf")
+        return max((o.stats.max_abs for o in self.outputs if o.stats.shape_mismatch is None), default=0.0)
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from portable.errors import one_line
 from portable.frames import frames_of, innermost_user_frame
 from portable.runners.comparator import ErrorStats, compare_arrays
 from portable.runners.report import Localization
+from portable.runners.sessions import SessionSpec, session_from_onnx
 from portable.runners.tolerances import ToleranceTable
 
 __all__ = ["localize_divergence", "source_line"]
@@ -66,7 +67,6 @@ def _torch_values(module: Any, feeds: Mapping[str, np.ndarray], wanted: set[str]
 
 def _onnx_values(model_path: Path, feeds: Mapping[str, np.ndarray], wanted: set[str]) -> dict[str, np.ndarray]:
     import onnx_ir as ir
-    import onnxruntime as ort
 
     model = ir.load(str(model_path))
     present = {v.name for v in model.graph.outputs}
@@ -75,11 +75,8 @@ def _onnx_values(model_path: Path, feeds: Mapping[str, np.ndarray], wanted: set[
             if value.name in wanted and value.name not in present and value.type is not None:
                 model.graph.outputs.append(value)
                 present.add(value.name)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    session = ort.InferenceSession(ir.to_proto(model).SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
+    session = session_from_onnx(ir.to_proto(model).SerializeToString(), SessionSpec(optimize=False),
+                                what="the model with its intermediate values as outputs")
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, dict(feeds))))
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from portable.errors import UsageError, one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
+from portable.runners.sessions import SessionFailed, SessionSpec, session_from_onnx
 
 __all__ = ["CUDA", "GRAPH_SUFFIX", "PROVIDER_ALIASES", "REPORTED_OPTIONS", "EpChoice", "OnnxRuntimeRunner",
            "StaticBinding", "available_providers", "bind_io", "provider_options", "resolve_eps", "resolve_providers",
@@ -208,13 +209,17 @@ class OnnxRuntimeRunner(Runner):
     kind = "onnxruntime"
 
     def __init__(self, model_path: str | Path, provider: str = "CPUExecutionProvider", *,
-                 profile_dir: str | None = None, tf32: bool = False, cuda_graph: bool = False) -> None:
+                 profile_dir: str | None = None, tf32: bool = False, cuda_graph: bool = False,
+                 spinning: bool | None = None, threads: int | None = None) -> None:
+        """``spinning``/``threads``: the CPU provider's intra-op spin-waiting and thread count
+        (None: ONNX Runtime's defaults; ``compare`` turns spinning off, see runners/sessions.py)."""
         super().__init__()
         if cuda_graph and provider != CUDA:
             raise UsageError(f"CUDA graphs are an option of {CUDA} only, not {provider}")
         self.model_path = str(model_path)
         self.provider = provider
         self.cuda_graph = cuda_graph
+        self.spinning, self.threads = spinning, threads
         self.name = f"ort-{short_name(provider)}" + (GRAPH_SUFFIX if cuda_graph else "")
         self.device = _DEVICE_OF.get(provider, "cpu")
         self.options = provider_options(provider, tf32=tf32, cuda_graph=cuda_graph)
@@ -226,30 +231,23 @@ class OnnxRuntimeRunner(Runner):
         self._static: dict[tuple[tuple[int, ...], ...], StaticBinding] = {}
         self._bfloat16_inputs: frozenset[str] = frozenset()  # set by load()
 
-    def load(self) -> None:
-        import onnxruntime as ort
+    @property
+    def spec(self) -> SessionSpec:
+        """The session this runner loads (runners/sessions.py). The default logger is quieted there too:
+        without it, provider-library and cuDNN-frontend messages reach stderr (seen on the H200: "No
+        registered plugin EP device found", cudnn_fe_call errors)."""
+        profile = str(Path(self._profile_dir) / self.name) if self._profile_dir else None
+        return SessionSpec(self.provider, self.options, spinning=self.spinning, intra_op_threads=self.threads,
+                           profile_prefix=profile)
 
-        # ORT's default logger too: without it, provider-library and cuDNN-frontend messages reach
-        # stderr (seen on the H200: "No registered plugin EP device found", cudnn_fe_call errors)
-        ort.set_default_logger_severity(3)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if self._profile_dir:
-            options.enable_profiling = True
-            options.profile_file_prefix = str(Path(self._profile_dir) / self.name)
+    def load(self) -> None:
         start = time.perf_counter()
         try:
-            self._session = ort.InferenceSession(self.model_path, options,
-                                                 providers=[(self.provider, self.options)])
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
+            self._session = session_from_onnx(self.model_path, self.spec, what=self.model_path)
+        except SessionFailed:
             self.load_failed = True
-            raise RunnerFailed(f"ONNX Runtime ({self.provider}) cannot load {self.model_path}: "
-                               f"{one_line(exc, limit=400)}") from None
+            raise
         self.load_seconds = time.perf_counter() - start
-        got = self._session.get_providers()
-        if not got or got[0] != self.provider:
-            self.load_failed = True
-            raise RunnerFailed(f"ONNX Runtime gave providers {got} instead of {self.provider}")
         self._bfloat16_inputs = frozenset(i.name for i in self._session.get_inputs() if i.type == "tensor(bfloat16)")
         given = self._session.get_provider_options().get(self.provider, {})
         self.effective_options = {k: str(given[k]) for k in REPORTED_OPTIONS if k in given}

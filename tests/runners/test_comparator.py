@@ -152,8 +152,8 @@ def test_an_output_an_all_zero_export_would_match_is_degenerate(scale: float) ->
     assert stats.passed and stats.degenerate and stats.rms_expected == pytest.approx(scale)
     pair = compare_outputs(("ort", [expected]), ("eager", [expected]), ["logits"], ["float32"], 1,
                            parse_overrides([], []))
-    assert pair.passed and pair.degenerate_outputs == ("logits",)
-    assert "degenerate: parity proves nothing" in pair.warnings[0]
+    assert pair.passed and len(pair.warnings) == 1
+    assert pair.warnings[0].startswith("output 'logits': degenerate: parity proves nothing")
     assert pair.to_dict()["outputs"][0]["degenerate"] is True
 
 

@@ -46,7 +46,7 @@ def test_compile_failure_keeps_ort_vs_eager(monkeypatch, models, cnn_onnx):
 def test_ort_session_failure_keeps_compiled_vs_eager(models, cnn_onnx, tmp_path):
     report = _run(models, _unloadable(cnn_onnx, tmp_path / "bad.onnx"))
     assert report.exit_code == 3
-    assert report.runner_errors[0].startswith("ort-cpu: ONNX Runtime (CPUExecutionProvider) cannot load")
+    assert report.runner_errors[0].startswith("ort-cpu: ONNX Runtime's CPU provider cannot load")
     assert "NoSuchConv" in report.runner_errors[0]
     assert [(p.actual, p.expected) for p in report.parity] == [("compiled", "eager")]
     assert report.to_dict()["runners"][-1]["error"]

@@ -14,7 +14,6 @@ __all__ = ["OrtSession", "session_error"]
 
 # onnxruntime's wording when no kernel matches a node: "... for AveragePool(1) node with name ''"
 _NO_KERNEL = re.compile(r"implementation for (?P<op>[\w.:]+)\((?P<version>\d+)\) node with name '(?P<name>[^']*)'")
-_ORT_LOG_FATAL_ONLY = 4  # onnxruntime's own logger prints nothing below FATAL: the finding says it once
 
 
 class OrtSession(Rule):
@@ -69,20 +68,14 @@ class OrtSession(Rule):
 def session_error(model: str | bytes) -> str | None:
     """Why onnxruntime cannot create a CPU session for ``model`` (a file or the serialized
     bytes; one line), or None if it can."""
-    import onnxruntime as ort
+    from portable.runners.sessions import FATAL, SessionFailed, SessionSpec, session_from_onnx
 
-    options = ort.SessionOptions()
-    options.add_session_config_entry("session.load_model_format", "ONNX")  # never by the file's suffix
-    options.log_severity_level = _ORT_LOG_FATAL_ONLY
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.enable_cpu_mem_arena = False  # no run: nothing to pool, nothing to keep reserved
+    # optimizations off (kernels are still looked up), no arena: the session is never run
+    spec = SessionSpec(optimize=False, log_severity=FATAL, memory_arena=False)
     try:
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - every ORT failure is this finding
-        text = str(exc)
-        if isinstance(model, str):  # the report names the file already; the bytes path has no such prefix
-            text = text.replace(f"Load model from {model} failed:", "", 1)
-        return " ".join(text.split())
+        session = session_from_onnx(model, spec)
+    except SessionFailed as exc:  # every ORT failure is this finding; the report names the file already
+        return exc.detail
     del session  # the session holds a copy of every weight: free it before the next rule
     return None
 

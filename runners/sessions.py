@@ -1,0 +1,119 @@
+"""One ONNX Runtime session factory (Polygraphy's ``SessionFromOnnx`` is the model).
+
+Every ONNX Runtime session portable makes comes from :func:`session_from_onnx`: export's verify,
+``fix``'s proof, ``compare``'s runners, ``--localize``, PORT014 and the target checks. So the
+provider options, the log levels, the threads and spinning, the graph optimization level and the
+wording of a load failure are decided here once, from a frozen :class:`SessionSpec`.
+
+* Quiet: ONNX Runtime's default logger and the session's logger at ERROR (or FATAL where the
+  caller words the failure itself); its warnings are noise to a user, its error reaches them as
+  one line (:class:`SessionFailed`).
+* No silent fallback: the session must run on the provider asked for, else :class:`SessionFailed`.
+* ``spinning``: ONNX Runtime's intra-op threads spin-wait after a run by default
+  (``session.intra_op.allow_spinning``), which steals the cores from whatever runs next in the
+  process: ``compare`` turns it off while other runners are timed beside it.
+* ``load_model_format`` is always ONNX: a file is never read as the ORT format by its suffix.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from portable.errors import one_line
+from portable.runners.base import RunnerFailed
+
+__all__ = ["CPU", "ERROR", "FATAL", "SessionFailed", "SessionSpec", "session_from_onnx"]
+
+CPU = "CPUExecutionProvider"
+ERROR, FATAL = 3, 4  # ONNX Runtime's severity levels (0 verbose ... 4 fatal)
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """How to build a session: the provider and its options, and the session options that matter."""
+
+    provider: str = CPU
+    provider_options: Mapping[str, str] = field(default_factory=dict)
+    optimize: bool = True  # False: ORT_DISABLE_ALL, nodes run as written (localize, PORT014)
+    spinning: bool | None = None  # None: ONNX Runtime's default (spinning on)
+    intra_op_threads: int | None = None  # None: ONNX Runtime's default (one per physical core)
+    log_severity: int = ERROR
+    memory_arena: bool = True  # False for a session that is never run (PORT014)
+    profile_prefix: str | None = None
+
+    def with_(self, **changes: Any) -> SessionSpec:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a report shows of the session (the options asked for; ``compare`` also reports
+        what ONNX Runtime gives back)."""
+        return {"provider": self.provider, "provider_options": dict(self.provider_options), "optimize": self.optimize,
+                "spinning": self.spinning, "intra_op_threads": self.intra_op_threads}
+
+
+class SessionFailed(RunnerFailed):
+    """ONNX Runtime cannot create the session; ``detail`` is its own message on one line."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.message, self.detail = message, detail
+
+
+def session_options(spec: SessionSpec) -> Any:
+    """``onnxruntime.SessionOptions`` for ``spec``."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.load_model_format", "ONNX")  # never by the file's suffix
+    options.log_severity_level = spec.log_severity
+    if not spec.optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if spec.spinning is not None:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spec.spinning else "0")
+    if spec.intra_op_threads is not None:
+        options.intra_op_num_threads = spec.intra_op_threads
+    options.enable_cpu_mem_arena = spec.memory_arena
+    if spec.profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = spec.profile_prefix
+    return options
+
+
+def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec(), *,  # noqa: B008 - frozen
+                      what: str = "the model") -> Any:
+    """An ``onnxruntime.InferenceSession`` for ``model`` (a file's path, or serialized bytes) on
+    ``spec.provider``; :class:`SessionFailed` naming ``what`` and the provider when it cannot be made."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(max(spec.log_severity, ERROR))  # provider-library messages too
+    source = str(model) if isinstance(model, Path) else model
+    try:
+        with warnings.catch_warnings():  # "Specified provider ... is not in available provider names": ours below
+            warnings.simplefilter("ignore")
+            session = ort.InferenceSession(source, session_options(spec),
+                                           providers=[(spec.provider, dict(spec.provider_options))])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/NotImplemented types
+        detail = _without_path(" ".join(str(exc).split()), source)
+        raise SessionFailed(f"{_provider(spec)} cannot load {what}: {one_line(exc, limit=400, typed=False)}",
+                            detail) from None
+    got = session.get_providers()
+    if not got or got[0] != spec.provider:
+        raise SessionFailed(f"ONNX Runtime gave providers {got} instead of {spec.provider} for {what}",
+                            f"providers {got}")
+    return session
+
+
+def _provider(spec: SessionSpec) -> str:
+    """``ONNX Runtime's CPU provider``: how messages name the provider (``CUDAExecutionProvider`` -> CUDA)."""
+    return f"ONNX Runtime's {spec.provider.removesuffix('ExecutionProvider')} provider"
+
+
+def _without_path(text: str, source: str | bytes) -> str:
+    """ONNX Runtime's message without its ``Load model from PATH failed:`` prefix (reports name the file)."""
+    if isinstance(source, str):
+        return text.replace(f"Load model from {source} failed:", "", 1).strip()
+    return text
