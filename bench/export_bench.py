@@ -64,13 +64,13 @@ def _simplified_nodes(path: Path) -> int | None:
 def bench_model(name: str, repeat: int, folder: Path) -> dict[str, Any]:
     import onnx
 
-    from portable.exporters.quiet import quiet_torch
+    from portable.quiet import quiet_libraries
     from portable.spec import load_spec
 
     spec = f"{ROOT}/fixtures/models/{name}.py:build"
     loaded = load_spec(spec)
     bare, ours = folder / f"{name}_bare.onnx", folder / f"{name}.onnx"
-    with quiet_torch():
+    with quiet_libraries():
         _bare(loaded.module, loaded.example_inputs, bare)
         _portable(spec, ours, True)
         t_bare = _best(lambda: _bare(loaded.module, loaded.example_inputs, bare), repeat)
@@ -157,11 +157,11 @@ def _verified(built: Any, path: Path, batch: str | int) -> Any:
 def bench_real(name: str, repeat: int, folder: Path) -> dict[str, Any]:
     import onnx
 
-    from portable.exporters.quiet import quiet_torch
+    from portable.quiet import quiet_libraries
 
     built = _real(name)
     bare, ours = folder / f"{name}_bare.onnx", folder / f"{name}.onnx"
-    with quiet_torch():
+    with quiet_libraries():
         batch, mode = _mode(built, ours)  # also the warm-up of portable's path
         _bare(built.module, built.args, bare, batch == "dynamic")  # warm-up
         best = _interleaved({"bare": lambda: _bare(built.module, built.args, bare, batch == "dynamic"),

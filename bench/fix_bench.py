@@ -192,7 +192,7 @@ def _newer_types(path: Path, findings: list[Any]) -> list[str]:
 def fix_one(source: str, name: str, path: Path, out: Path, inputs: Path | None) -> dict[str, Any]:
     """Validate, fix (with the proof), validate the result: one row of the benchmark."""
     from portable.errors import PortableError
-    from portable.exporters.fix import FixFailed, fix
+    from portable.repair import FixFailed, fix
     from portable.validators import validate
 
     before = validate(path)
@@ -231,12 +231,12 @@ def _outcome(result: Any) -> dict[str, Any]:
 
 def worker(listing: Path, out: Path) -> None:
     """Child mode: one JSON row per model on stdout, in order."""
-    from portable.exporters.quiet import quiet_torch
+    from portable.quiet import quiet_libraries
 
     for index, (source, name, path, inputs) in enumerate(json.loads(listing.read_text())):
         sys.stdout.write(json.dumps({"index": index, "started": name}) + "\n")
         sys.stdout.flush()
-        with quiet_torch():
+        with quiet_libraries():
             row = fix_one(source, name, Path(path), out / f"{index}.onnx", Path(inputs) if inputs else None)
         sys.stdout.write(json.dumps({"index": index, "row": row}) + "\n")
         sys.stdout.flush()

@@ -16,8 +16,8 @@ from portable.exporters.job import (
     make_job,
 )
 from portable.exporters.pipeline import run
-from portable.exporters.progress import Phases
 from portable.policy import Policy
+from portable.progress import Phases
 
 if TYPE_CHECKING:
     import torch

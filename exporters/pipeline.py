@@ -13,12 +13,12 @@ from portable.exporters.capture import CaptureFailed
 from portable.exporters.job import ExportFailed, ExportJob, ExportResult, capture_or_fail, specialized_inputs
 from portable.exporters.manifest import build_manifest, stamp
 from portable.exporters.passes import portable_passes
-from portable.exporters.progress import Phases
-from portable.exporters.quiet import quiet_torch
 from portable.exporters.translate import translate_program
 from portable.exporters.verify import Parity, verify_parity
 from portable.exporters.writer import check_target
 from portable.io import terminate_as_interrupt
+from portable.progress import Phases
+from portable.quiet import quiet_libraries
 from portable.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -56,15 +56,15 @@ def _older_objects_frozen() -> Iterator[None]:
 
 def _run(job: ExportJob, phases: Phases, verify: bool, force: bool,
          tolerances: ToleranceTable | None) -> ExportResult:
-    with phases.phase("torch.export"), quiet_torch():
+    with phases.phase("torch.export"), quiet_libraries():
         captured = capture_or_fail(job)
-    with phases.phase("translate"), quiet_torch():
+    with phases.phase("translate"), quiet_libraries():
         model = translate(captured.program, job)
-    with phases.phase("optimize"), quiet_torch():  # the constant folder's numpy warnings are not the user's
+    with phases.phase("optimize"), quiet_libraries():  # the constant folder's numpy warnings are not the user's
         portable_passes(captured.batch_symbol, job.root)(model)
         specialized_inputs(model, job)
     with terminate_as_interrupt(), contextlib.ExitStack() as stack:
-        with phases.phase("validate"), quiet_torch():
+        with phases.phase("validate"), quiet_libraries():
             stamp_ = lambda proto: stamp(proto, job.policy, job.precision, job.batch)  # noqa: E731
             staged = stack.enter_context(stage(model, job.path, job.policy, stamp_, force=force, what="the export"))
             _refuse_findings(staged.report)

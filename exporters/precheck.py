@@ -20,11 +20,11 @@ from portable.exporters.capture import CaptureFailed, capture
 from portable.exporters.failures import DATA_DEPENDENT_HINT
 from portable.exporters.job import eval_mode
 from portable.exporters.provenance import relative_file, user_frame
-from portable.exporters.quiet import quiet_torch
 from portable.exporters.rules import precheck_finding
 from portable.exporters.translate import translate_program
 from portable.findings import Finding, Severity, SourceLocation
 from portable.policy import Policy
+from portable.quiet import quiet_libraries
 from portable.report import ValidationReport
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def precheck(module: torch.nn.Module, example_inputs: Any, batch: str | int = "d
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     base = Path(root or Path.cwd()).resolve()
     opset = (policy or Policy()).opset if translate else None
-    with eval_mode(module), quiet_torch():
+    with eval_mode(module), quiet_libraries():
         findings = _capture_findings(module, args, batch, base, names, opset)
         if graph_breaks:
             findings += _new_breaks(findings, graph_break_findings(module, args, base))

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from portable.errors import UsageError
 from portable.exporters.inputs import CliInput, parse_input
-from portable.exporters.progress import Phases
 from portable.exporters.provenance import project_root
 from portable.policy import Policy
+from portable.progress import Phases
 
 if TYPE_CHECKING:
     from portable.runners.tolerances import ToleranceTable

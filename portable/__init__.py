@@ -23,8 +23,8 @@ __all__ = [
     "validate",
 ]
 
-# Each name from the module that defines it, not from its package: ``portable.exporters.fix`` is
-# the function until the module ``portable.exporters.fix`` is imported, and that module afterwards.
+# Each name from the module that defines it, not from its package (a package's attribute of a module's
+# name becomes that module once the module is imported).
 _LAZY = {
     "validate": "portable.validators.engine",
     "Policy": "portable.policy",
@@ -34,9 +34,9 @@ _LAZY = {
     "ExportResult": "portable.exporters.api",
     "ExportFailed": "portable.exporters.api",
     "compare": "portable.runners.api",
-    "fix": "portable.exporters.fix",
-    "FixResult": "portable.exporters.fix",
-    "FixFailed": "portable.exporters.fix",
+    "fix": "portable.repair.api",
+    "FixResult": "portable.repair.records",
+    "FixFailed": "portable.repair.records",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -55,8 +55,8 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
     (as in ``portable compare``)."""
     from portable.exporters.api import ExportFailed
     from portable.exporters.inputs import parse_batch, parse_input
-    from portable.exporters.progress import Phases
     from portable.exporters.spec_export import export_spec
+    from portable.progress import Phases
     from portable.runners.tolerances import parse_overrides
 
     policy = policy_from_options(config, select, ignore, strict)

@@ -51,8 +51,8 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
     --strict) or the proof failed (nothing written); 2 usage; 3 unreadable model, or the
     original cannot be run for the proof (nothing written unless --no-verify).
     """
-    from portable.exporters.fix import FixFailed
-    from portable.exporters.fix import fix as run_fix
+    from portable.repair import FixFailed
+    from portable.repair import fix as run_fix
     from portable.runners.inputs import parse_dims
 
     policy = merge_cli(load_policy(config), select=select, ignore=ignore)

@@ -49,17 +49,22 @@ def test_import_and_validate_do_not_import_torch_or_onnxruntime(tmp_path):
 
 
 def test_public_names_stay_what_they_are_once_their_modules_are_imported():
-    """``portable.fix`` is a function, and stays one after ``portable.exporters.fix`` (the module of the
-    same name) is imported: Python then sets ``portable.exporters.fix`` to that module, which the
-    second ``portable.fix`` in a process used to return."""
+    """``portable.fix`` is a function, and stays one whatever is imported: no lazy public name of a package
+    is also the name of one of its modules (Python sets a package's attribute to a submodule once it is
+    imported, which a second ``portable.fix`` in a process used to return)."""
     import importlib
+    import pkgutil
     import types
 
-    for module in ("portable.exporters.fix", "portable.exporters.precheck", "portable.runners.api",
-                   "portable.runners.matrix", "portable.exporters.api"):
-        importlib.import_module(module)
-    for name in portable.__all__:
-        assert not isinstance(getattr(portable, name), types.ModuleType), name
-    from portable.exporters.fix import fix
+    import portable.exporters
+    import portable.repair
+
+    for package in (portable, portable.exporters, portable.repair):
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name != "__main__":  # it runs the CLI
+                importlib.import_module(f"{package.__name__}.{info.name}")
+        for name in package.__all__:
+            assert not isinstance(getattr(package, name), types.ModuleType), f"{package.__name__}.{name}"
+    from portable.repair.api import fix
 
     assert portable.fix is fix

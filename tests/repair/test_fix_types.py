@@ -10,9 +10,9 @@ import numpy as np
 import onnx
 import pytest
 
-from portable.exporters import fix as fix_module
-from portable.exporters.fix import REMEDIES, fix
-from portable.exporters.fix_proof import prove
+from portable.repair import REMEDIES, fix
+from portable.repair import run as fix_run
+from portable.repair.proof import prove
 
 STRINGS = """<ir_version: 8, opset_import: ["" : 17]>
 g (string[batch, 3] x) => (string[batch, 6] y) { y = Concat<axis: int = 1>(x, x) }"""
@@ -121,8 +121,7 @@ def test_prelu_per_channel_slopes_survive_the_6_to_7_conversion(tmp_path):
 
 def test_without_the_prelu_remedy_the_converter_changes_the_model_and_is_refused(tmp_path, monkeypatch):
     kept = tuple(r for r in REMEDIES if r.name != "prelu-slopes")
-    monkeypatch.setattr(fix_module, "REMEDIES", kept)
-    monkeypatch.setattr("portable.exporters.fix_run.REMEDIES", kept)
+    monkeypatch.setattr(fix_run, "REMEDIES", kept)
     result = fix(_write(tmp_path, "in", PRELU), tmp_path / "out.onnx")
     opset = next(r for r in result.remedies if r.name == "opset")
     assert opset.status == "refused" and opset.detail.startswith("changes what the model computes")

@@ -13,8 +13,8 @@ import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
 from portable.exporters.fingerprint import fingerprint
-from portable.exporters.fix import fix
-from portable.exporters.fix_run import _load
+from portable.repair import fix
+from portable.repair.run import _load
 from portable.validators.lean import LEAN_MIN_ELEMENTS
 
 SHAPE = (128, 100)  # 12,800 elements: above LEAN_MIN_ELEMENTS

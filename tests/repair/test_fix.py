@@ -14,9 +14,9 @@ import pytest
 from support import fix_fixtures
 
 from portable.errors import ExitCode, FindingsError, UsageError
-from portable.exporters import fix as fix_module
-from portable.exporters.fix import REMEDIES, FixFailed, Remedy, fix
 from portable.policy import Policy
+from portable.repair import REMEDIES, FixFailed, Remedy, fix
+from portable.repair import run as fix_run
 from portable.validators import validate
 
 models = fix_fixtures
@@ -103,8 +103,7 @@ class _ScaleWeights(ir.passes.InPlacePass):
 
 
 def _inject(monkeypatch, remedy: Remedy) -> None:
-    monkeypatch.setattr(fix_module, "REMEDIES", (*REMEDIES, remedy))
-    monkeypatch.setattr("portable.exporters.fix_run.REMEDIES", fix_module.REMEDIES)
+    monkeypatch.setattr(fix_run, "REMEDIES", (*REMEDIES, remedy))
 
 
 def test_a_remedy_that_changes_numerics_is_refused_and_the_rest_kept(tmp_path, monkeypatch):
@@ -121,13 +120,12 @@ def test_a_remedy_that_changes_numerics_is_refused_and_the_rest_kept(tmp_path, m
 
 
 def test_a_proof_that_fails_whatever_is_refused_writes_nothing(tmp_path, monkeypatch):
-    from portable.exporters import fix_run
-    from portable.exporters.fix_proof import Proof
+    from portable.repair.proof import Proof
 
     failing, real = Proof(False, (1,), 0.5, "batch 1: output 'y' differs by up to 0.5"), fix_run.prove
-    # the final model fails (each remedy alone, and the unchanged copy, pass): nothing is isolated
+    # the staged file fails (each remedy alone, and the unchanged copy, proven from bytes, pass): nothing is isolated
     monkeypatch.setattr(fix_run, "prove", lambda source, data, *a, **k:
-                        failing if b"portable.fingerprint" in data else real(source, data, *a, **k))
+                        failing if isinstance(data, Path) else real(source, data, *a, **k))
     out = tmp_path / "out.onnx"
     with pytest.raises(FixFailed, match=r"the proof failed: batch 1: output 'y' differs by up to 0.5; nothing") as caught:
         fix(models.write("lost_dims", tmp_path), out)
@@ -316,7 +314,7 @@ class _Noisy:
 
 @pytest.mark.parametrize("random", [True, False])
 def test_an_original_that_disagrees_with_itself_cannot_be_proven(tmp_path, monkeypatch, random):
-    from portable.exporters import fix_proof
+    from portable.repair import proof as fix_proof
 
     real = fix_proof._original
     monkeypatch.setattr(fix_proof, "_original", lambda source: (_Noisy(real(source)[0], random), "onnxruntime"))

@@ -1,4 +1,5 @@
-"""Keep torch's own chatter (warnings, log lines, graph dumps) out of portable's output."""
+"""Keep the libraries' chatter (torch's warnings, log lines and graph dumps; onnx-ir's and onnxscript's log
+lines) out of portable's output."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import logging
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["quiet_torch"]
+__all__ = ["quiet_libraries"]
 
 
 @contextlib.contextmanager
-def quiet_torch() -> Iterator[None]:
-    """Silence Python warnings and log records below ERROR while torch exports.
+def quiet_libraries() -> Iterator[None]:
+    """Silence Python warnings and log records below ERROR while a library works (torch exports, a remedy runs).
 
     What matters in them reaches the user as findings (torch.export's exceptions) or
     through the validators; the rest (deprecations, "torchvision is not installed",

@@ -1,77 +1,110 @@
-"""The fix run, phase by phase: load, remedies, serialize, verify (the proof), validate, write."""
+"""The fix run, phase by phase: load, remedies, validate (the artefact step), verify (the proof), write.
+
+The fixed model goes through the artefact step every model file goes through
+(:mod:`portable.exporters.artefact`): serialized hollow, written to a temporary file beside the target while
+it is validated and fingerprinted; the proof's ONNX Runtime reads that file. Nothing reaches the target
+until :func:`~portable.exporters.artefact.commit`: a failed proof, or ``--strict`` with findings, leaves
+no file. The upper folders are imported inside the functions (this package is on the ground floor).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import onnx_ir as ir
 
 from portable.errors import InputError, one_line
-from portable.exporters.fix import (
-    REMEDIES,
-    FixFailed,
-    FixResult,
-    RemedyReport,
-    _Plan,
-    apply,
-    check_dims,
-    describe,
-    precision,
-    serialize,
-    validate,
-    write,
-)
-from portable.exporters.fix_proof import Proof, prove
-from portable.exporters.progress import Phases
-from portable.exporters.quiet import quiet_torch
-from portable.exporters.remedies import batch_symbol, external_bytes
-from portable.exporters.serialize import Serialized
-from portable.exporters.writer import check_target
+from portable.io import terminate_as_interrupt
+from portable.progress import Phases
+from portable.quiet import quiet_libraries
+from portable.repair.proof import Proof, prove
+from portable.repair.records import FixFailed, FixResult, Plan, RemedyReport
+from portable.repair.remedies import REMEDIES, apply, check_dims, describe
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import onnx
 
+    from portable.exporters.artefact import Staged
     from portable.validators.lean import LeanModel
 
-__all__ = ["proof_batches", "run"]
+__all__ = ["precision", "proof_batches", "run"]
 
 _Record = TypeVar("_Record", "FixResult", "RemedyReport", "Proof")  # the frozen records a run builds
 
 
-def run(plan: _Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
+def run(plan: Plan, phases: Phases, *, verify: bool, force: bool) -> FixResult:
+    from portable.exporters.writer import check_target
+
     check_target(plan.output, force)
     with phases.phase("load"):
         original = _load(plan)
     check_dims(plan, original)
     feeds = _feeds(plan)
-    with phases.phase("remedies"), quiet_torch():  # library warnings and log lines are noise here
+    with phases.phase("remedies"), quiet_libraries():  # library warnings and log lines are noise here
         model, reports = _remedies(plan, original)
-    with phases.phase("serialize"):
-        result, held = _built(plan, original, model, reports, phases)
-    if verify:
-        with phases.phase("verify"), quiet_torch():
-            proof = _proof(plan, original, held.tobytes(), feeds)
-            if not proof.ok and not proof.unavailable:
-                model, reports, proof = _isolate(plan, original, feeds) or (model, reports, _baseless(proof))
-                result, held = _built(plan, original, model, reports, phases)
-        result = _with(result, proof=proof)
-        if not proof.ok:
-            raise FixFailed(_proof_message(proof), result)
-    with phases.phase("validate"):
-        report = validate(held, plan)
-    result = _with(result, report=report)
-    if plan.policy.strict and report.failing():
-        return result
+    with terminate_as_interrupt(), contextlib.ExitStack() as stages:
+        with phases.phase("validate"):
+            staged = _stage(stages, model, plan, force)
+        result = _with(_result(plan, original, model, reports, phases), fingerprint=staged.fingerprint,
+                       report=staged.report)
+        if verify:
+            staged, result = _proven(stages, staged, result, plan, original, feeds, phases, force)
+        if plan.policy.strict and staged.report.failing():
+            return result  # --strict: nothing written while findings remain
+        return _write(staged, result, plan, phases)
+
+
+def _stage(stages: contextlib.ExitStack, model: ir.Model, plan: Plan, force: bool) -> Staged:
+    """The fixed model through the artefact step (its temporary file removed when ``stages`` closes)."""
+    from portable.exporters.artefact import stage
+    from portable.exporters.manifest import stamp
+
+    with quiet_libraries():
+        return stages.enter_context(stage(model, plan.output, plan.policy, lambda proto: stamp(
+            proto, plan.policy, precision(proto), plan.batch), force=force, what="the fixed model"))
+
+
+def _proven(stages: contextlib.ExitStack, staged: Staged, result: FixResult, plan: Plan, original: ir.Model,
+            feeds: dict[str, Any] | None, phases: Phases, force: bool) -> tuple[Staged, FixResult]:
+    """The proof on the staged file; after a failure, the remedies one at a time (:func:`_isolate`) and the
+    model without the one that changed what it computes staged anew. :class:`FixFailed` when no proof holds."""
+    with phases.phase("verify"), quiet_libraries():
+        proof = _proof(plan, original, staged.readable(), feeds)
+        if not proof.ok and not proof.unavailable:
+            isolated = _isolate(plan, original, feeds)
+            if isolated is None:
+                proof = _baseless(proof)
+            else:
+                model, reports = isolated
+                stages.close()  # the first file goes; the model without the refused remedy takes its place
+                staged = _stage(stages, model, plan, force)
+                result = _with(_result(plan, original, model, reports, phases), fingerprint=staged.fingerprint,
+                               report=staged.report)
+                proof = _proof(plan, original, staged.readable(), feeds)
+    result = _with(result, proof=proof)
+    if not proof.ok:
+        raise FixFailed(_proof_message(proof), result)
+    return staged, result
+
+
+def _write(staged: Staged, result: FixResult, plan: Plan, phases: Phases) -> FixResult:
+    from portable.exporters.artefact import commit
+
     with phases.phase("write"):
-        manifest = _manifest(held.proto, plan, result, held.size, phases)
-        write(plan, held.pieces, manifest, force)
+        written = commit([staged])
+    manifest = _manifest(staged, plan, result, phases)
+    written.write_manifest(manifest)
     return _with(result, written=True, manifest=manifest, timings=dict(phases.timings))
 
 
-def _load(plan: _Plan) -> ir.Model:
+def _load(plan: Plan) -> ir.Model:
     """The validators' reader (it never follows an external path; lean: the large weights stay in the
     mapped file), then onnx-ir, each large weight a numpy array over its bytes in the file."""
     from portable.validators.loading import load_model_file
@@ -107,7 +140,7 @@ def _mapped(lean: LeanModel, index: int, tensor: onnx.TensorProto) -> ir.TensorP
     return ir.serde.deserialize_tensor(lean.tensor(index))
 
 
-def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
+def _remedies(plan: Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
     reports = []
     for remedy in REMEDIES:
         model, report = apply(remedy, plan, model)
@@ -118,14 +151,7 @@ def _remedies(plan: _Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport
     return model, reports
 
 
-def _built(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
-           phases: Phases) -> tuple[FixResult, Serialized]:
-    """The result so far, and the fixed model's file."""
-    held, print_ = serialize(model, plan)
-    return _with(_result(plan, original, model, reports, phases), fingerprint=print_), held
-
-
-def _feeds(plan: _Plan) -> dict[str, Any] | None:
+def _feeds(plan: Plan) -> dict[str, Any] | None:
     """The user's inputs for the proof, checked against the original's signature (InputError: exit 3)."""
     if plan.inputs is None:
         return None
@@ -134,8 +160,8 @@ def _feeds(plan: _Plan) -> dict[str, Any] | None:
     return load_npz(plan.inputs, graph_io(plan.source, every_type=True)[0])
 
 
-def _proof(plan: _Plan, original: ir.Model, data: bytes, feeds: dict[str, Any] | None) -> Proof:
-    return prove(plan.source, data, proof_batches(plan, original), plan.dims, feeds=feeds)
+def _proof(plan: Plan, original: ir.Model, fixed: Path | bytes, feeds: dict[str, Any] | None) -> Proof:
+    return prove(plan.source, fixed, proof_batches(plan, original), plan.dims, feeds=feeds)
 
 
 def _baseless(proof: Proof) -> Proof:
@@ -143,14 +169,15 @@ def _baseless(proof: Proof) -> Proof:
     return _with(proof, unavailable=why, message=why)
 
 
-def _isolate(plan: _Plan, original: ir.Model,
-             feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport], Proof] | None:
+def _isolate(plan: Plan, original: ir.Model,
+             feeds: dict[str, Any] | None) -> tuple[ir.Model, list[RemedyReport]] | None:
     """After a failed proof: the remedies again, one at a time, proving after each that changed the
     model. One whose proof fails changes what the model computes (an adapter of the opset converter
-    that gets an old semantics wrong, say): it is refused and the others go on without it."""
+    that gets an old semantics wrong, say): it is refused and the others go on without it. None when
+    the proof cannot tell the original from an unchanged copy of itself (then no remedy is to blame)."""
     unchanged = _proof(plan, original, ir.to_proto(original).SerializeToString(), feeds)
     if not unchanged.ok:
-        return None  # the proof cannot tell the original from itself: no remedy is to blame
+        return None
     model, reports = original, []
     for remedy in REMEDIES:
         candidate, report = apply(remedy, plan, model)
@@ -162,11 +189,13 @@ def _isolate(plan: _Plan, original: ir.Model,
                 candidate = model
         model = candidate
         reports.append(report)
-    return model, reports, _proof(plan, original, serialize(model, plan)[0].tobytes(), feeds)
+    return model, reports
 
 
-def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
+def _result(plan: Plan, original: ir.Model, model: ir.Model, reports: list[RemedyReport],
             phases: Phases) -> FixResult:
+    from portable.exporters.remedies import batch_symbol, external_bytes
+
     described = tuple(describe(plan, original, model, reports))
     applied = {r.name for r in described if r.status == "applied"}
     symbol = batch_symbol(original)
@@ -179,18 +208,26 @@ def _result(plan: _Plan, original: ir.Model, model: ir.Model, reports: list[Reme
 
 
 def _with(result: _Record, **changes: Any) -> _Record:
-    from dataclasses import replace
-
     return replace(result, **changes)
 
 
-def proof_batches(plan: _Plan, original: ir.Model) -> tuple[int, ...]:
+def proof_batches(plan: Plan, original: ir.Model) -> tuple[int, ...]:
     """The fixed batch; 1 and 3 when the original's batch is symbolic; 1 for a static original."""
     if isinstance(plan.batch, int):
         return (plan.batch,)
     dynamic = any(v.shape is not None and v.shape.rank() and not isinstance(v.shape[0], int)
                   for v in original.graph.inputs if not v.is_initializer())
     return (1, 3) if dynamic else (1,)
+
+
+def precision(proto: onnx.ModelProto) -> str:
+    """fp16/bf16 when the floating inputs are in that type; fp32 otherwise (the manifest's ``precision``)."""
+    import onnx
+
+    types = {i.type.tensor_type.elem_type for i in proto.graph.input}
+    if onnx.TensorProto.FLOAT16 in types:
+        return "fp16"
+    return "bf16" if onnx.TensorProto.BFLOAT16 in types else "fp32"
 
 
 def _proof_message(proof: Proof) -> str:
@@ -201,12 +238,12 @@ def _proof_message(proof: Proof) -> str:
     return f"the proof failed: {proof.message}; nothing written"
 
 
-def _manifest(proto: Any, plan: _Plan, result: FixResult, size: int, phases: Phases) -> dict[str, Any]:
+def _manifest(staged: Staged, plan: Plan, result: FixResult, phases: Phases) -> dict[str, Any]:
     from portable.exporters.manifest import build_manifest
 
-    assert result.report is not None and result.fingerprint is not None
-    manifest = build_manifest(proto, file=plan.output.name, fingerprint=result.fingerprint, size=size,
-                              precision=precision(proto), batch=plan.batch, policy=plan.policy,
+    assert result.report is not None
+    manifest = build_manifest(staged.proto, file=plan.output.name, fingerprint=staged.fingerprint, size=staged.size,
+                              precision=precision(staged.proto), batch=plan.batch, policy=plan.policy,
                               report=result.report.to_dict(),
                               parity=result.proof.to_dict() if result.proof is not None else None,
                               timings=dict(phases.timings), spec=None)

@@ -1,7 +1,8 @@
 """The proof of ``portable fix``: ONNX Runtime runs the original and the fixed model on the same inputs.
 
 The original runs as it came (its own opset, its external data, from its own path);
-the fixed model from the bytes about to be written. Feeds are the runners' seeded
+the fixed model from the file about to be renamed onto the target (the artefact step's staged file), or
+from bytes (a candidate the isolation of a failed proof tries). Feeds are the runners' seeded
 feeds (:func:`portable.runners.inputs.make_feeds`) in every type the graph declares
 (strings, float8, int4... too: ONNX Runtime takes those through OrtValues,
 :func:`portable.runners.inputs.run_onnxruntime`), compared output by output with the
@@ -57,7 +58,7 @@ class _Failed(Exception):
     """The fixed model cannot be run: the proof fails."""
 
 
-def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
+def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
           feeds: Mapping[str, Any] | None = None) -> Proof:
     """Run both models at each batch size on seeded inputs (or once on ``feeds``, the user's inputs);
     every output must agree."""
@@ -72,7 +73,7 @@ def prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str,
         return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims))
 
 
-def _prove(source: Path, fixed: bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
+def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
            feeds: Mapping[str, Any] | None) -> Proof:
     from portable.runners.inputs import as_declared, graph_io, make_feeds
 
@@ -105,7 +106,7 @@ def _original(source: Path) -> tuple[Any, str]:
             raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
 
 
-def _candidate(fixed: bytes, reference: bool) -> tuple[Any, str]:
+def _candidate(fixed: Path | bytes, reference: bool) -> tuple[Any, str]:
     """ONNX Runtime for the fixed model; onnx.reference too when ONNX Runtime cannot load it and could
     not load the original either (an op newer than this ONNX Runtime): the same implementation runs both."""
     try:
@@ -117,7 +118,8 @@ def _candidate(fixed: bytes, reference: bool) -> tuple[Any, str]:
         from onnx.reference import ReferenceEvaluator
 
         try:
-            return ReferenceEvaluator(onnx.load_from_string(fixed)), f"onnx.reference ({exc})"
+            model = onnx.load(str(fixed)) if isinstance(fixed, Path) else onnx.load_from_string(fixed)
+            return ReferenceEvaluator(model), f"onnx.reference ({exc})"
         except Exception as ref:  # noqa: BLE001 - as for the original
             raise _Unavailable(f"{exc}; nor can onnx.reference: {one_line(ref, typed=False)}") from None
 

@@ -1,0 +1,125 @@
+"""What a fix run is asked for and what it gives: frozen records, no work.
+
+:class:`Plan` (the user's request, resolved once), :class:`Remedy` (one entry of the remedies table:
+a name and the pass it builds), :class:`RemedyReport` (what one remedy did), :class:`FixResult` (what the
+run did, proved, found and wrote) and :class:`FixFailed` (nothing was written, and why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from portable.errors import ExitCode, FindingsError
+from portable.findings import Finding
+from portable.policy import Policy
+from portable.repair.proof import Proof
+from portable.report import ValidationReport
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+__all__ = ["FIX_SCHEMA", "FixFailed", "FixResult", "Plan", "Remedy", "RemedyReport"]
+
+FIX_SCHEMA = "portable.fix/1"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user asked for, resolved once."""
+
+    source: Path
+    output: Path
+    batch: str | int
+    dims: dict[str, int]
+    policy: Policy
+    canonical_names: bool
+    inputs: Path | None = None  # the user's inputs for the proof (.npz), instead of seeded ones
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One remedy: its name, and the pass it runs on the current model (None: not asked for)."""
+
+    name: str
+    build: Callable[[Plan, ir.Model], ir.passes.PassBase | None]
+    fatal: bool = False  # refused: nothing can be done safely (e.g. external data outside the folder)
+
+
+@dataclass(frozen=True)
+class RemedyReport:
+    """What one remedy did: ``applied``, ``unchanged``, ``skipped`` (not asked for), ``refused`` or ``failed``."""
+
+    name: str
+    status: str
+    detail: str = ""
+    nodes_before: dict[str, int] = field(default_factory=dict)
+    nodes_after: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail,
+                "nodes_before": dict(self.nodes_before), "nodes_after": dict(self.nodes_after)}
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """What the fix did, proved, found and wrote (``written``: False under ``strict`` with findings)."""
+
+    source: Path
+    path: Path
+    written: bool
+    opset_before: int | None
+    opset_after: int | None
+    remedies: tuple[RemedyReport, ...]
+    proof: Proof | None
+    report: ValidationReport | None
+    bytes_internalized: int = 0
+    dims_fixed: dict[str, int | str] = field(default_factory=dict)
+    fingerprint: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def remaining(self) -> tuple[Finding, ...]:
+        """Findings that fail the contract after every remedy: not fixable automatically."""
+        return self.report.failing() if self.report is not None else ()
+
+    @property
+    def ok(self) -> bool:
+        return self.written and not self.remaining and (self.proof is None or self.proof.ok)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.proof is not None and self.proof.unavailable:
+            return ExitCode.ERROR
+        return ExitCode.OK if self.ok else ExitCode.FINDINGS
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".json")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": FIX_SCHEMA, "source": str(self.source), "path": str(self.path), "written": self.written,
+            "manifest": str(self.manifest_path) if self.written else None, "ok": self.ok,
+            "exit_code": int(self.exit_code), "fingerprint": self.fingerprint,
+            "opset": {"before": self.opset_before, "after": self.opset_after},
+            "bytes_internalized": self.bytes_internalized, "dims_fixed": dict(self.dims_fixed),
+            "remedies": [r.to_dict() for r in self.remedies],
+            "proof": self.proof.to_dict() if self.proof is not None else None,
+            "remaining": [f.to_dict() for f in self.remaining],
+            "validation": self.report.to_dict() if self.report is not None else None,
+            "timings": dict(self.timings),
+        }
+
+
+class FixFailed(FindingsError):
+    """Nothing was written: a refused remedy, a failed proof (exit 1), or a proof the original
+    cannot run (exit 3). ``result`` holds what was done and found up to there."""
+
+    def __init__(self, message: str, result: FixResult) -> None:
+        super().__init__(message, path=str(result.source))
+        self.result = result
+        self.exit_code = result.exit_code if result.exit_code != ExitCode.OK else ExitCode.FINDINGS

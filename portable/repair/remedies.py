@@ -1,0 +1,215 @@
+"""The remedies table: which passes ``portable fix`` runs, in which order, and how each is applied.
+
+The passes themselves are graph transformations and live with the exporter's (``portable.exporters.remedies``
+for those of fix alone, ``portable.exporters.passes`` for those both use; onnx-ir's common passes); each
+builder here imports its pass when it runs, so that this ground-floor package imports no upper folder at
+module level. Each remedy runs on a clone (:func:`apply`): a pass that is refused or fails leaves the
+model as it was, and says why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import onnx_ir as ir
+from onnx_ir.passes import common
+
+from portable.errors import UsageError, one_line
+from portable.repair.records import Plan, Remedy, RemedyReport
+
+__all__ = ["REMEDIES", "apply", "check_dims", "describe", "op_counts"]
+
+
+def _internalize(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import InternalizeDataPass
+    from portable.exporters.writer import PROTOBUF_LIMIT
+
+    return InternalizeDataPass(plan.source.parent, min(plan.policy.max_size_bytes, PROTOBUF_LIMIT))
+
+
+def _inline(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    return common.InlinePass()
+
+
+def _initializers_not_inputs(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import RaiseIRVersionPass
+
+    return ir.passes.Sequential(common.RemoveInitializersFromInputsPass(), RaiseIRVersionPass(4))
+
+
+def _expand_newer(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import ExpandNewerOpsPass
+
+    return ExpandNewerOpsPass(plan.policy.opset)
+
+
+def _prelu(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import PReluSlopesPass
+
+    return PReluSlopesPass(plan.policy.opset)
+
+
+def _default_attributes(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import DropDefaultAttributesPass
+
+    return DropDefaultAttributesPass(plan.policy.opset)
+
+
+def _opset(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import ConvertOpsetPass
+
+    return ConvertOpsetPass(plan.policy.opset)
+
+
+def _dims(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.remedies import FixDimsPass
+
+    return FixDimsPass(plan.dims) if plan.dims else None
+
+
+def _batch(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import FixBatchPass
+
+    return FixBatchPass(plan.batch if isinstance(plan.batch, int) else None)
+
+
+def _fold_constants(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.passes import OptimizePass
+
+    return ir.passes.Sequential(common.NameFixPass(), OptimizePass())
+
+
+def _probed(name: str) -> Any:
+    """A builder of the exporter's probed pass ``name`` for this model's batch symbol: each remedy runs on its
+    own clone, so each gets its own probe."""
+    def build(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+        from portable.exporters import passes
+        from portable.exporters.remedies import batch_symbol
+
+        symbol = passes.BATCH if batch_symbol(model) == passes.BATCH else None
+        pass_type: Any = getattr(passes, name)
+        built: ir.passes.PassBase = pass_type(passes.ShapeProbe(symbol))
+        return built
+
+    return build
+
+
+def _unused(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    return ir.passes.Sequential(common.RemoveUnusedNodesPass(), common.RemoveUnusedFunctionsPass(),
+                                common.RemoveUnusedOpsetsPass())
+
+
+def _canonical_names(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.passes import CanonicalNamesPass
+
+    return CanonicalNamesPass() if plan.canonical_names else None
+
+
+# The remedies in the order they run; each is reported. Tests may add one (a proof failure injected).
+REMEDIES: tuple[Remedy, ...] = (
+    Remedy("internalize", _internalize, fatal=True),
+    Remedy("inline-functions", _inline),
+    Remedy("initializers-not-inputs", _initializers_not_inputs),
+    Remedy("expand-newer-ops", _expand_newer),
+    Remedy("prelu-slopes", _prelu),
+    Remedy("default-attributes", _default_attributes),
+    Remedy("opset", _opset),
+    Remedy("dims", _dims),
+    Remedy("batch", _batch),
+    Remedy("fold-constants", _fold_constants),
+    Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
+    Remedy("remove-unused", _unused),
+    Remedy("static-shapes", _probed("StaticShapesPass")),
+    Remedy("canonical-names", _canonical_names),
+)
+
+
+def op_counts(model: ir.Model) -> dict[str, int]:
+    """Nodes by op type (``domain::Op`` outside the default domain), functions included."""
+    seen: Counter[str] = Counter()
+    graphs = [model.graph, *model.functions.values()]
+    for graph in graphs:
+        for node in graph.all_nodes() if isinstance(graph, ir.Graph) else graph:
+            seen[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"] += 1
+    return dict(sorted(seen.items()))
+
+
+def apply(remedy: Remedy, plan: Plan, model: ir.Model) -> tuple[ir.Model, RemedyReport]:
+    """Run one remedy on a clone; the clone replaces the model only when the pass succeeded."""
+    from portable.exporters.remedies import RemedyRefused
+
+    before = op_counts(model)
+    step = remedy.build(plan, model)
+    if step is None:
+        return model, RemedyReport(remedy.name, "skipped", "not asked for", before, before)
+    work = model.clone()
+    try:
+        result = step(work)
+    except RemedyRefused as exc:
+        return model, RemedyReport(remedy.name, "refused", str(exc), before, before)
+    except Exception as exc:  # noqa: BLE001 - a library pass that crashes leaves the model as it was
+        return model, RemedyReport(remedy.name, "failed", one_line(exc), before, before)
+    changed = result.modified and _signature(result.model) != _signature(model)
+    return result.model, RemedyReport(remedy.name, "applied" if changed else "unchanged", "", before,
+                                      op_counts(result.model))
+
+
+def _signature(model: ir.Model) -> tuple[Any, ...]:
+    """What a remedy can change, cheaply: opsets, ops and their attribute names, initializers,
+    functions and every value's shape. (Library passes such as onnxscript's optimizer say "modified"
+    whether or not they changed anything.)"""
+    values = [*model.graph.inputs, *(o for n in model.graph.all_nodes() for o in n.outputs)]
+    attributes = tuple(tuple(n.attributes) for n in model.graph.all_nodes())
+    return (tuple(sorted(model.opset_imports.items())), tuple(op_counts(model).items()), attributes,
+            tuple((k, type(v.const_value).__name__) for k, v in model.graph.initializers.items()),
+            tuple(model.functions),
+            tuple((str(v.shape), v.const_value is not None) for v in values),
+            tuple(str(v.shape) for v in model.graph.outputs))
+
+
+def describe(plan: Plan, before: ir.Model, after: ir.Model, reports: list[RemedyReport]) -> list[RemedyReport]:
+    """The reports with what each measurable remedy changed written into its detail."""
+    from portable.exporters.remedies import external_bytes
+
+    details = {
+        "opset": f"{before.opset_imports.get('')} -> {after.opset_imports.get('')}",
+        "internalize": f"{external_bytes(before):,} bytes read into the model",
+        "dims": ", ".join(f"{k}={v}" for k, v in plan.dims.items()),
+        "batch": _batch_detail(before, plan),
+        "static-shapes": _outputs_detail(before, after),
+    }
+    return [replace(r, detail=r.detail or (details.get(r.name, "") if r.status == "applied" else ""))
+            for r in reports]
+
+
+def _outputs_detail(before: ir.Model, after: ir.Model) -> str:
+    """Graph outputs whose shape the run wrote anew (dims that inference had lost, say)."""
+    shapes = {v.name: v.shape for v in before.graph.outputs}
+    changed = [f"output '{v.name}' {_shape(shapes[v.name])} -> {_shape(v.shape)}" for v in after.graph.outputs
+               if v.name in shapes and _shape(shapes[v.name]) != _shape(v.shape)]
+    return ", ".join(changed)
+
+
+def _shape(shape: ir.Shape | None) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]" if shape is not None else "unknown"
+
+
+def _batch_detail(model: ir.Model, plan: Plan) -> str:
+    from portable.exporters.passes import BATCH
+    from portable.exporters.remedies import batch_symbol
+
+    symbol = batch_symbol(model)
+    return f"'{symbol}' -> {plan.batch if isinstance(plan.batch, int) else repr(BATCH)}" if symbol else ""
+
+
+def check_dims(plan: Plan, model: ir.Model) -> None:
+    """``--dim`` names a symbol the graph's inputs or outputs have (a usage error otherwise)."""
+    from portable.exporters.remedies import symbols
+
+    unknown = sorted(set(plan.dims) - symbols(model))
+    if unknown:
+        known = ", ".join(sorted(symbols(model))) or "none"
+        raise UsageError(f"--dim {', '.join(unknown)}: no such symbolic dim in the model's inputs or outputs "
+                         f"(its symbols: {known})", path=str(plan.source))
