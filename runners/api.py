@@ -24,6 +24,7 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 from portable.runners.base import Feeds, Runner, RunnerFailed
+from portable.runners.budgets import check_budgets
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.environment import default_device, describe_environment
 from portable.runners.inputs import (
@@ -36,6 +37,7 @@ from portable.runners.inputs import (
     make_feeds,
 )
 from portable.runners.memory import CudaPeakMemory, DeviceMemoryGrowth, RssGrowth, rss_bytes
+from portable.runners.options import CompareOptions
 from portable.runners.ort_runner import EpChoice, OnnxRuntimeRunner, resolve_eps
 from portable.runners.report import CompareReport, LatencyResult, RunnerInfo
 from portable.runners.stats import LatencyStats
@@ -51,7 +53,7 @@ from portable.runners.timing import (
     warm_up,
 )
 from portable.runners.tolerances import ToleranceTable
-from portable.runners.torch_runners import COMPILE_MODES, CompiledRunner, EagerRunner, tf32_mode
+from portable.runners.torch_runners import CompiledRunner, EagerRunner, tf32_mode
 
 if TYPE_CHECKING:
     import torch
@@ -121,22 +123,20 @@ class IntRanges:
         return {"default": list(self.default), **{name: list(r) for name, r in sorted(self.per_input.items())}}
 
 
-def _plan(model_path: str | Path, examples: Sequence[Any] | None, device: str | None, batches: Sequence[int] | None,
-          inputs: str | Path | Feeds | None, seed: int, dims: Mapping[str, int] | None,
-          int_range: tuple[int, int] | None, int_ranges: Mapping[str, tuple[int, int]] | None = None) -> _Plan:
+def _plan(model_path: str | Path, examples: Sequence[Any] | None, options: CompareOptions) -> _Plan:
     path = Path(model_path)
     if not path.is_file():
         raise InputError("no such model file", path=str(path))
     specs, outputs = graph_io(path)
-    device = device or default_device()
+    device, dims, seed, int_range = options.device or default_device(), options.dims, options.seed, options.int_range
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError("--device cuda: PyTorch sees no CUDA device here")
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
-    ints = IntRanges.of(specs, examples, int_range, int_ranges)
-    feeds, source = _feeds(specs, _batches(specs, batches), inputs, seed, all_dims, ints)
+    ints = IntRanges.of(specs, examples, int_range, options.int_ranges)
+    feeds, source = _feeds(specs, _batches(specs, options.batches), options.inputs, seed, all_dims, ints)
     setup = {"device": device, "seed": seed, "batches": sorted(feeds), "inputs": source,
              "int_range": ints.to_dict(), "dims": all_dims}
     return _Plan(path, specs, outputs, feeds, device, setup)
@@ -347,50 +347,48 @@ def _drop_unloadable(runners: list[Runner], infos: list[RunnerInfo], implicit: b
     return [r for r, _ in kept], [i for _, i in kept]
 
 
-def _compile_modes(compile_mode: str | Sequence[str] | None) -> list[str]:
-    if compile_mode is None:
-        return []
-    modes = [m.strip() for m in (compile_mode.split(",") if isinstance(compile_mode, str) else compile_mode)]
-    bad = [m for m in modes if m not in COMPILE_MODES]
-    if bad or not modes:
-        raise UsageError(f"unknown compile mode {','.join(bad) or compile_mode!r} "
-                         f"(choose from {', '.join(COMPILE_MODES)}, comma-separated)")
-    return list(dict.fromkeys(modes))
-
-
-def compare(model_path: str | Path, reference_module: torch.nn.Module, *, example_inputs: Sequence[Any] | None = None,
-            device: str | None = None, compile_mode: str | Sequence[str] | None = "default",
-            providers: str | Sequence[str] | None = None, batches: Sequence[int] | None = None,
-            inputs: str | Path | Feeds | None = None, dims: Mapping[str, int] | None = None,
-            int_range: tuple[int, int] | None = None, seed: int = 0, tf32: bool = False,
-            tolerances: ToleranceTable | None = None, timing: TimingConfig | None = TimingConfig(),  # noqa: B008 - frozen
-            localize: bool = False, reference_name: str = "", progress: Progress | None = None,
-            int_ranges: Mapping[str, tuple[int, int]] | None = None) -> CompareReport:
+def compare(model_path: str | Path, reference_module: torch.nn.Module, options: CompareOptions | None = None, *,
+            example_inputs: Sequence[Any] | None = None, progress: Progress | None = None,
+            **fields: Any) -> CompareReport:
     """Compare ONNX Runtime (one runner per provider) with eager and compiled PyTorch.
 
-    ``compile_mode``: one mode, several (``"default,reduce-overhead"``: one compiled runner each),
-    or ``None`` to skip ``torch.compile``; ``timing=None`` skips the latency phase. ``tf32``
-    sets the numerics of PyTorch and of every ONNX Runtime provider alike.
-    Parity failures are in the report (``report.passed``, ``report.exit_code``); errors raise
-    :class:`portable.errors.PortableError`.
+    ``options``: what to compare and how (:class:`~portable.runners.options.CompareOptions`); its fields may
+    also be given as keyword arguments (``batches=[1, 8]``, ``compile_mode=None``), which replace the
+    record's. Parity failures and exceeded budgets are in the report (``report.passed``,
+    ``report.exit_code``); errors raise :class:`portable.errors.PortableError`.
     """
-    modes = _compile_modes(compile_mode)
+    options = (options or CompareOptions()).with_(**fields) if fields else (options or CompareOptions())
     say = progress or (lambda _msg: None)
-    plan = _plan(model_path, example_inputs, device, batches, inputs, seed, dims, int_range, int_ranges)
-    table = replace(tolerances or ToleranceTable(), tf32=tf32)
-    runners = _make_runners(plan, reference_module, _eps(providers, plan.device), modes, tf32)
-    plan.setup.update({"compile_mode": ",".join(modes) or None, "compile_modes": modes, "tf32": tf32,
-                       "numerics": "tf32" if tf32 else "strict-fp32",
-                       "providers": list(dict.fromkeys(r.provider for r in runners if isinstance(r, OnnxRuntimeRunner))),
-                       "timing": None if timing is None else {**timing.to_dict(), "interleaved": True},
-                       "reference_runner": "eager"})
+    plan = _plan(model_path, example_inputs, options)
+    table = options.table()
+    runners = _make_runners(plan, reference_module, _eps(options.providers, plan.device), options.compile_modes(),
+                            options.tf32)
+    plan.setup.update(_setup(options, runners))
     try:
-        with tf32_mode(tf32):
-            return _execute(plan, runners, table, timing, localize, reference_module, reference_name, say,
-                            implicit=providers is None)
+        with tf32_mode(options.tf32):
+            report = _execute(plan, runners, table, options.timing, options.localize, reference_module,
+                              options.reference_name, say, implicit=options.providers is None)
     finally:
         for runner in runners:
             runner.unload()
+    return _judged(report, options)
+
+
+def _setup(options: CompareOptions, runners: Sequence[Runner]) -> dict[str, Any]:
+    modes = options.compile_modes()
+    timing = options.timing
+    return {"compile_mode": ",".join(modes) or None, "compile_modes": modes, "tf32": options.tf32,
+            "numerics": "tf32" if options.tf32 else "strict-fp32",
+            "providers": list(dict.fromkeys(r.provider for r in runners if isinstance(r, OnnxRuntimeRunner))),
+            "timing": None if timing is None else {**timing.to_dict(), "interleaved": True},
+            "reference_runner": "eager"}
+
+
+def _judged(report: CompareReport, options: CompareOptions) -> CompareReport:
+    """The budgets judged on a run that completed; a failed one is reported as it is (exit 1 or 3)."""
+    if not (options.latency_budgets or options.error_budgets) or not report.parity_passed:
+        return report
+    return replace(report, budgets=check_budgets(report, options.latency_budgets, options.error_budgets))
 
 
 def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: TimingConfig | None,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import UsageError
-from portable.runners.report import CompareReport
+
+if TYPE_CHECKING:
+    from portable.runners.report import CompareReport
 
 __all__ = ["BudgetCheck", "ErrorBudget", "LatencyBudget", "check_budgets", "parse_error_budgets",
            "parse_latency_budgets"]

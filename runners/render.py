@@ -148,8 +148,8 @@ def render_rich(report: CompareReport, console: Any) -> None:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     for note in report.notes:
         console.print(f"note: {note}")
-    console.print("[green]parity: PASS[/green]" if report.passed else
-                  "[red]parity: FAIL[/red] " + "; ".join(report.failures))
+    console.print("[green]parity: PASS[/green]" if report.parity_passed else
+                  "[red]parity: FAIL[/red] " + "; ".join(report.parity_failures))
 
 
 def _print_localization(report: CompareReport, emit: Any) -> None:
@@ -178,8 +178,8 @@ def render_markdown(report: CompareReport, plots: Sequence[tuple[str, str]] = ()
     """The report as Markdown; ``plots`` are ``(title, relative path)`` images to link."""
     parts = [f"# Parity and latency: `{report.model}`", "",
              f"Reference: `{report.reference or 'module'}`. {_setup_line(report)}.", "",
-             f"**Parity: {'PASS' if report.passed else 'FAIL'}**" +
-             ("" if report.passed else " — " + "; ".join(report.failures)), "",
+             f"**Parity: {'PASS' if report.parity_passed else 'FAIL'}**" +
+             ("" if report.parity_passed else " — " + "; ".join(report.parity_failures)), "",
              "## Runners", "", markdown_table(LOADS_HEADER, _loads_rows(report)), "",
              *(["## ONNX Runtime provider options", "", markdown_table(OPTIONS_HEADER, options_rows(report)), ""]
                if options_rows(report) else []),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from portable.errors import ExitCode
+from portable.runners.budgets import BudgetCheck
 from portable.runners.comparator import HISTOGRAM_EDGES, PairComparison
 from portable.runners.stats import LatencyStats
 from portable.runners.timing import Warmup
@@ -114,10 +115,17 @@ class CompareReport:
     latency: tuple[LatencyResult, ...] = ()
     localization: Localization | None = None
     notes: tuple[str, ...] = ()
+    budgets: tuple[BudgetCheck, ...] = ()  # judged only on a run whose parity passed and runners all ran
+
+    @property
+    def parity_passed(self) -> bool:
+        """Every pair within tolerance and every runner ran (the run completed: its budgets can be judged)."""
+        return all(p.passed for p in self.parity) and not self.runner_errors
 
     @property
     def passed(self) -> bool:
-        return all(p.passed for p in self.parity) and not self.runner_errors
+        """Parity passed and every budget was met."""
+        return self.parity_passed and all(b.passed for b in self.budgets)
 
     @property
     def runner_errors(self) -> tuple[str, ...]:
@@ -126,16 +134,23 @@ class CompareReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """1 on a parity failure; 3 when a runner could not run (the others are still reported)."""
-        if not all(p.passed for p in self.parity):
+        """1 on a parity failure or an exceeded budget; 3 when a runner could not run (the others are
+        still reported)."""
+        if not all(p.passed for p in self.parity) or not all(b.passed for b in self.budgets):
             return ExitCode.FINDINGS
         return ExitCode.ERROR if self.runner_errors else ExitCode.OK
 
     @property
-    def failures(self) -> tuple[str, ...]:
-        """``"ort-cpu vs eager (batch 1): logits"`` for each failing pair."""
+    def parity_failures(self) -> tuple[str, ...]:
+        """``"ort-cpu vs eager (batch 1): logits"`` for each failing pair, then each runner's error."""
         return tuple(f"{p.actual} vs {p.expected} (batch {p.batch}): {', '.join(p.failing_outputs) or p.error}"
                      for p in self.parity if not p.passed) + self.runner_errors
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """The parity failures, then each exceeded budget."""
+        return self.parity_failures + tuple(f"budget exceeded: {b.budget}: {b.subject} measured {b.measured:.6g}"
+                                            for b in self.budgets if not b.passed)
 
     def speedups(self) -> tuple[SpeedupRow, ...]:
         eager = {r.batch: r for r in self.latency if r.runner == "eager"}
@@ -149,6 +164,7 @@ class CompareReport:
             "model": self.model,
             "reference": self.reference,
             "passed": self.passed,
+            "parity_passed": self.parity_passed,
             "exit_code": int(self.exit_code),
             "failures": list(self.failures),
             "setup": dict(self.setup),
@@ -160,4 +176,5 @@ class CompareReport:
             "speedup": [s.to_dict() for s in self.speedups()],
             "localization": None if self.localization is None else self.localization.to_dict(),
             "notes": list(self.notes),
+            "budgets": [b.to_dict() for b in self.budgets],
         }

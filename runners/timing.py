@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 __all__ = ["CudaEventTimer", "HostTimer", "Measurement", "Timed", "Timer", "TimingConfig", "Warmup", "block_calls",
-           "interleave", "is_steady", "measure", "measure_pipelined", "warm_up"]
+           "interleave", "is_steady", "warm_up"]
 
 Step = Callable[[], object]
 Clock = Callable[[], float]
@@ -205,19 +205,3 @@ def interleave(entries: Sequence[Timed], warmups: dict[str, Warmup], config: Tim
         rounds += 1
     return [Measurement(e.name, tuple(samples[e.name]), tuple(pipelined[e.name]), rounds,
                         len(range(i, rounds, len(entries)))) for i, e in enumerate(entries)]
-
-
-def measure(step: Step, timer: Timer, config: TimingConfig) -> list[float]:
-    """One runner alone: warm up until steady, then the timed synchronous samples (seconds)."""
-    entry = Timed("runner", step, timer, timer)
-    warm = {"runner": warm_up(step, timer, config)}
-    return list(interleave([entry], warm, config)[0].samples)
-
-
-def measure_pipelined(step: Step, timer: Timer, per_call_s: float, blocks: int = 5,
-                      block_s: float = 0.1) -> list[float]:
-    """Seconds per call when calls run back to back, as a serving loop runs them: each
-    sample is one block of calls (about ``block_s`` long) synchronised once, divided by its
-    size. Run warm (after :func:`warm_up`)."""
-    calls = block_calls(per_call_s, block_s)
-    return [timer.time(step, calls) / calls for _ in range(blocks)]

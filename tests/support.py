@@ -29,3 +29,14 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def spec_of(name: str) -> str:
+    """The SPEC of a fixture model (``fixtures/models/NAME.py:build``), relative to the repository root
+    (the tests run from there)."""
+    return f"fixtures/models/{name}.py:build"
+
+
+def runner_spec(name: str) -> str:
+    """A SPEC for ``compare --reference``: the callable ``name`` of tests/runners/runner_models.py."""
+    return f"{ROOT / 'tests' / 'runners' / 'runner_models.py'}:{name}"

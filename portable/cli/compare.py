@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from portable.cli.options import output_option, quiet_option, tolerance_options
-from portable.errors import UsageError
+from portable.errors import ExitCode, UsageError
 from portable.io import atomic_write_text
 
 __all__ = ["compare", "matrix", "report"]
@@ -110,15 +110,6 @@ def _timing(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iterations
         raise UsageError(f"latency options: {exc}") from None
 
 
-def _check_compile_modes(text: str) -> None:
-    """Before torch is imported: ``default,reduce-overhead`` names known modes."""
-    known = ("default", "reduce-overhead", "max-autotune")
-    bad = [m for m in (m.strip() for m in text.split(",")) if m not in known]
-    if bad:
-        raise UsageError(f"--compile-mode {text!r}: unknown mode {', '.join(bad) or '(empty)'} "
-                         f"(choose from {', '.join(known)}, comma-separated)")
-
-
 def _load_reference(spec: str, weights: str | None) -> Any:
     from portable.spec import load_spec, load_weights
 
@@ -160,62 +151,52 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
               help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
 @_shared
-def compare(model: str, reference: str, weights: str | None, device: str | None, compile_mode: str,
-            no_compile: bool, inputs: str | None, tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
-            report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, warmup_max_ms: float,
-            iterations: int,
-            duration_ms: float, latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...],
-            providers: str | None, batch: str | None, dims: tuple[str, ...],
-            int_range: tuple[str, ...], seed: int, fmt: str, output: str | None, quiet: bool) -> None:
+def compare(model: str, reference: str, weights: str | None, report_path: str | None, fmt: str, output: str | None,
+            quiet: bool, **flags: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
-    Exit 0 when every output of every pair is within tolerance, 1 on a parity failure
-    (or NaN/Inf on either side), 2 on bad options, 3 when something cannot run.
+    Exit 0 when every output of every pair is within tolerance (and every budget is met), 1 on a parity
+    failure (or NaN/Inf on either side) or an exceeded budget, 2 on bad options, 3 when something cannot run.
     """
     from portable.runners.api import compare as run_compare
-    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
-    from portable.runners.inputs import parse_dims, parse_int_ranges
-    from portable.runners.tolerances import parse_overrides
 
-    timing = _timing(no_latency, warmup_ms, warmup_max_ms, iterations, duration_ms)
-    if not no_compile:
-        _check_compile_modes(compile_mode)
-    table = parse_overrides(atol, rtol, tf32=tf32)
-    budgets = parse_latency_budgets(latency_budgets), parse_error_budgets(error_budgets)
-    if no_latency and latency_budgets:
-        raise UsageError("--max-latency-ms needs the latency phase: drop --no-latency")
-    sizes, axes, (ints, per_input) = _batches(batch), parse_dims(dims), parse_int_ranges(int_range)  # before torch
+    options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     try:
-        result = run_compare(model, loaded.module, example_inputs=loaded.example_inputs, device=device,
-                             compile_mode=None if no_compile else compile_mode, providers=providers,
-                             batches=sizes, inputs=inputs, dims=axes, int_range=ints, int_ranges=per_input,
-                             seed=seed, tf32=tf32,
-                             tolerances=table, timing=timing, localize=localize, reference_name=reference,
-                             progress=say)
+        result = run_compare(model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
     finally:
         if status is not None:
             status.stop()
-    # Budgets judge a run that completed; a failed one is reported as it is (exit 1 or 3).
-    checks = _check_budgets(result, *budgets) if result.passed else ()
     if report_path:
         _write_markdown(result, report_path)
     if fmt == "json":
-        _emit(json.dumps({**result.to_dict(), "budgets": [c.to_dict() for c in checks]}, indent=2), output)
+        _emit(json.dumps(result.to_dict(), indent=2), output)
     else:
         _print_text(result, output)
-    _show_budgets(checks)
-    if not result.passed:
-        raise click.exceptions.Exit(int(result.exit_code))
-    if not all(c.passed for c in checks):
-        raise click.exceptions.Exit(1)
+    _show_budgets(result.budgets)
+    raise click.exceptions.Exit(int(result.exit_code))
 
 
-def _check_budgets(result: Any, latency: Any, errors: Any) -> tuple[Any, ...]:
-    from portable.runners.budgets import check_budgets
+def _options(reference: str, *, device: str | None, compile_mode: str, no_compile: bool, inputs: str | None,
+             tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...], localize: bool, no_latency: bool,
+             warmup_ms: float, warmup_max_ms: float, iterations: int, duration_ms: float,
+             latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...], providers: str | None,
+             batch: str | None, dims: tuple[str, ...], int_range: tuple[str, ...], seed: int) -> Any:
+    """compare's flags as one :class:`~portable.runners.options.CompareOptions`."""
+    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
+    from portable.runners.inputs import parse_dims, parse_int_ranges
+    from portable.runners.options import CompareOptions
+    from portable.runners.tolerances import parse_overrides
 
-    return check_budgets(result, latency, errors)
+    ints, per_input = parse_int_ranges(int_range)
+    return CompareOptions(device=device, compile_mode=None if no_compile else compile_mode, providers=providers,
+                          batches=_batches(batch), inputs=inputs, dims=parse_dims(dims), int_range=ints,
+                          int_ranges=per_input, seed=seed, tf32=tf32, tolerances=parse_overrides(atol, rtol, tf32=tf32),
+                          timing=_timing(no_latency, warmup_ms, warmup_max_ms, iterations, duration_ms),
+                          localize=localize, reference_name=reference,
+                          latency_budgets=parse_latency_budgets(latency_budgets),
+                          error_budgets=parse_error_budgets(error_budgets))
 
 
 def _show_budgets(checks: Any) -> None:
@@ -255,7 +236,7 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
         atomic_write_text(markdown_path, render_matrix_markdown(result))
     _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
     if not result.passed:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(int(ExitCode.FINDINGS))
 
 
 @click.group()

@@ -11,7 +11,7 @@ import click
 from portable.baseline import Baseline, BaselineEntry
 from portable.cli.options import config_options, output_option, policy_from_options
 from portable.discovery import collect_models
-from portable.errors import UsageError
+from portable.errors import ExitCode, UsageError
 from portable.formatters import FORMATS, get_formatter
 from portable.formatters.text import TextFormatter
 from portable.io import atomic_write_text
@@ -98,7 +98,7 @@ def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...]
     if write_baseline:
         Baseline.from_reports(reports).write(write_baseline)
         click.echo(f"wrote {write_baseline}: {sum(len(r.findings) for r in reports)} finding(s) accepted", err=True)
-        raise click.exceptions.Exit(3 if any(r.error for r in reports) else 0)
+        raise click.exceptions.Exit(int(ExitCode.ERROR if any(r.error for r in reports) else ExitCode.OK))
     stale: list[BaselineEntry] = []
     if accepted is not None:
         reports, stale = accepted.apply(reports)

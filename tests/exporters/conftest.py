@@ -10,11 +10,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "models"
 
 
-def spec_of(name: str) -> str:
-    """The SPEC of a fixture model, relative to the repository root (tests run from there)."""
-    return f"fixtures/models/{name}.py:build"
-
-
 @pytest.fixture(scope="session")
 def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("exports")

@@ -7,16 +7,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support import runner_spec
 
 from portable.runners import TimingConfig, compare
-
-MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
-
-
-def spec_of(name: str) -> str:
-    """A SPEC for --reference: a callable in runner_models.py."""
-    return f"{MODELS_FILE}:{name}"
-
 
 FAST = ["--warmup-ms", "0", "--iterations", "3", "--duration-ms", "0"]
 
@@ -28,7 +21,7 @@ def run_cli(cli, *args: str) -> tuple[int, str, str]:
 
 def test_cnn_passes_eager_compiled_and_ort_with_latency_and_report(cli, cnn_onnx: Path, tmp_path: Path) -> None:
     report_md = tmp_path / "out" / "report.md"
-    code, out, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, out, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                              "--batch", "2", "--format", "json", "--report", str(report_md), "-q", *FAST)
     assert code == 0, err
     data = json.loads(out)
@@ -63,7 +56,7 @@ def test_encoder_passes_through_the_api(models: ModuleType, encoder_onnx: Path) 
 
 
 def test_scaled_initializer_fails_naming_the_output(cli, cnn_scaled_onnx: Path) -> None:
-    code, out, _ = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, out, _ = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                            "--no-compile", "--no-latency", "--batch", "2", "--format", "json", "-q")
     assert code == 1
     data = json.loads(out)
@@ -73,20 +66,20 @@ def test_scaled_initializer_fails_naming_the_output(cli, cnn_scaled_onnx: Path) 
 
 
 def test_changed_attribute_fails_and_text_names_the_outputs(cli, encoder_eps_onnx: Path) -> None:
-    code, out, _ = run_cli(cli, "compare", str(encoder_eps_onnx), "--reference", spec_of("encoder"), "--device", "cpu",
+    code, out, _ = run_cli(cli, "compare", str(encoder_eps_onnx), "--reference", runner_spec("encoder"), "--device", "cpu",
                            "--no-compile", "--no-latency", "-q")
     assert code == 1
     assert "parity: FAIL" in out and "ort-cpu vs eager (batch 1): add_102, mean" in out
 
 
 def test_wide_tolerance_override_lets_the_perturbed_model_pass(cli, cnn_scaled_onnx: Path) -> None:
-    code, _, err = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, _, err = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                            "--no-compile", "--no-latency", "--atol", "linear=1", "-q")
     assert code == 0, err
 
 
 def test_nan_weight_is_reported_as_a_failure(cli, cnn_nan_onnx: Path) -> None:
-    code, out, _ = run_cli(cli, "compare", str(cnn_nan_onnx), "--reference", spec_of("cnn_nan"), "--device", "cpu",
+    code, out, _ = run_cli(cli, "compare", str(cnn_nan_onnx), "--reference", runner_spec("cnn_nan"), "--device", "cpu",
                            "--no-compile", "--no-latency", "--format", "json", "-q")
     assert code == 1
     output = json.loads(out)["parity"][0]["outputs"][0]
@@ -94,14 +87,14 @@ def test_nan_weight_is_reported_as_a_failure(cli, cnn_nan_onnx: Path) -> None:
 
 
 def test_localize_names_the_perturbed_node(cli, cnn_scaled_onnx: Path, encoder_eps_onnx: Path) -> None:
-    code, out, _ = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, out, _ = run_cli(cli, "compare", str(cnn_scaled_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                            "--no-compile", "--no-latency", "--batch", "2", "--localize", "--format", "json", "-q")
     assert code == 1
     loc = json.loads(out)["localization"]
     assert (loc["node"], loc["op_type"], loc["value"]) == ("node_conv2d_1", "Conv", "conv2d_1")
     assert loc["fx_node"] == "torch.ops.aten.conv2d.default" and "runner_models.py:" in loc["source"]
     assert "self.conv2(y)" in loc["source"]
-    code, out, _ = run_cli(cli, "compare", str(encoder_eps_onnx), "--reference", spec_of("encoder"), "--device", "cpu",
+    code, out, _ = run_cli(cli, "compare", str(encoder_eps_onnx), "--reference", runner_spec("encoder"), "--device", "cpu",
                            "--no-compile", "--no-latency", "--localize", "-q")
     assert code == 1 and "first divergent node node_layer_norm (LayerNormalization)" in out
 
@@ -125,7 +118,7 @@ def test_localize_on_a_correct_export_finds_nothing(models: ModuleType, cnn_onnx
 ])
 def test_bad_options_exit_with_usage_or_input_errors(cli, cnn_onnx: Path, args: list[str], code: int,
                                                      message: str) -> None:
-    base = ["compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cpu", "--no-compile",
+    base = ["compare", str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cpu", "--no-compile",
             "--no-latency", "-q"]
     got, _, err = run_cli(cli, *base, *args)
     assert got == code and message in err
@@ -136,18 +129,18 @@ def test_npz_inputs_replace_the_random_ones(cli, models: ModuleType, cnn_onnx: P
 
     data = tmp_path / "inputs.npz"
     np.savez(data, x=np.full((3, 3, 16, 16), 0.5, dtype=np.float64))  # cast to the declared float32
-    code, out, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, out, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                              "--no-compile", "--no-latency", "--inputs", str(data), "--format", "json", "-q")
     assert code == 0, err
     assert json.loads(out)["setup"]["inputs"] == str(data) and json.loads(out)["setup"]["batches"] == [3]
     np.savez(data, y=np.zeros(3))
-    code, _, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, _, err = run_cli(cli, "compare", str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cpu",
                            "--no-latency", "--inputs", str(data), "-q")
     assert code == 3 and "no array for input 'x'" in err
 
 
 def test_missing_model_is_exit_3(cli, tmp_path: Path) -> None:
-    code, _, err = run_cli(cli, "compare", str(tmp_path / "none.onnx"), "--reference", spec_of("cnn"), "--device", "cpu",
+    code, _, err = run_cli(cli, "compare", str(tmp_path / "none.onnx"), "--reference", runner_spec("cnn"), "--device", "cpu",
                            "--no-latency", "-q")
     assert code == 3 and "no such model file" in err
 

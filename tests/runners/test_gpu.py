@@ -8,13 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-MODELS_FILE = Path(__file__).resolve().with_name("runner_models.py")
-
-
-def spec_of(name: str) -> str:
-    """A SPEC for --reference: a callable in runner_models.py."""
-    return f"{MODELS_FILE}:{name}"
+from support import runner_spec
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -36,7 +30,7 @@ def run_json(cli, *args: str) -> tuple[int, dict, str]:  # type: ignore[type-arg
 
 
 def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cli, cnn_onnx: Path) -> None:
-    result = cli("compare", str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
+    result = cli("compare", str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cuda", "--batch", "1,8",
                  "--format", "json", "-q", "--ep", "cpu", *QUICK)
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
@@ -48,14 +42,14 @@ def test_compare_on_cuda_passes_with_cuda_events_and_cuda_memory(cli, cnn_onnx: 
 
 
 def test_perturbed_model_fails_on_cuda(cli, cnn_scaled_onnx: Path) -> None:
-    result = cli("compare", str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--no-compile",
+    result = cli("compare", str(cnn_scaled_onnx), "--reference", runner_spec("cnn"), "--device", "cuda", "--no-compile",
                  "--no-latency", "-q")
     assert result.exit_code == 1 and "parity: FAIL" in result.stdout
 
 
 @needs_ort_cuda
 def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(cli, cnn_onnx: Path) -> None:
-    code, data, err = run_json(cli, str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--batch", "1,8",
+    code, data, err = run_json(cli, str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cuda", "--batch", "1,8",
                                "--ep", "cuda,cuda-graph,cpu", "--compile-mode", "default", *QUICK)
     assert code == 0, err
     options = data["setup"]["provider_options"]
@@ -71,7 +65,7 @@ def test_ort_cuda_in_strict_fp32_passes_and_reports_options_memory_and_warm_up(c
 
 @needs_ort_cuda
 def test_tf32_mode_reaches_the_cuda_provider(cli, cnn_onnx: Path) -> None:
-    code, data, err = run_json(cli, str(cnn_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+    code, data, err = run_json(cli, str(cnn_onnx), "--reference", runner_spec("cnn"), "--device", "cuda", "--ep", "cuda",
                                "--no-compile", "--no-latency", "--tf32")
     assert code == 0, err
     assert data["setup"]["numerics"] == "tf32" and data["setup"]["provider_options"]["ort-cuda"]["use_tf32"] == "1"
@@ -79,7 +73,7 @@ def test_tf32_mode_reaches_the_cuda_provider(cli, cnn_onnx: Path) -> None:
 
 @needs_ort_cuda
 def test_scaled_weight_fails_ort_cuda_against_eager_in_strict_mode(cli, cnn_scaled_onnx: Path) -> None:
-    code, data, _ = run_json(cli, str(cnn_scaled_onnx), "--reference", spec_of("cnn"), "--device", "cuda", "--ep", "cuda",
+    code, data, _ = run_json(cli, str(cnn_scaled_onnx), "--reference", runner_spec("cnn"), "--device", "cuda", "--ep", "cuda",
                              "--no-compile", "--no-latency")
     assert code == 1 and any(f.startswith("ort-cuda vs eager") for f in data["failures"])
 
@@ -137,7 +131,7 @@ def test_bf16_feeds_reach_ort_cuda_bound_and_in_cuda_graphs(models, onnx_dir: Pa
 def test_compare_runs_a_bf16_input_graph_on_ort_cuda(cli, models, onnx_dir: Path) -> None:  # type: ignore[no-untyped-def]
     module, example = models.widened_bf16()
     path = Path(models.export(module, example, str(onnx_dir / "widened_bf16_cmp.onnx"), [{0: "batch"}]))
-    code, data, err = run_json(cli, str(path), "--reference", spec_of("widened_bf16"), "--device", "cuda",
+    code, data, err = run_json(cli, str(path), "--reference", runner_spec("widened_bf16"), "--device", "cuda",
                                "--ep", "cuda,cuda-graph,cpu", "--no-compile", "--batch", "1,4", *QUICK)
     assert code == 0, (err, data.get("failures"))
     pairs = [p for p in data["parity"] if p["actual"].startswith("ort-cuda")]

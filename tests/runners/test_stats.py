@@ -56,20 +56,6 @@ def test_latency_stats_rejects_empty_and_bad_batch() -> None:
         LatencyStats.from_samples([0.1], batch=0)
 
 
-class FakeTimer:
-    """Every step 'takes' a fixed time; counts the calls."""
-
-    name = "fake"
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.calls = 0
-
-    def time(self, step: object, calls: int = 1) -> float:
-        self.calls += calls
-        return (self.seconds + self.calls * 1e-6) * calls
-
-
 def test_timing_config_validates() -> None:
     with pytest.raises(ValueError):
         TimingConfig(min_iterations=0)
@@ -80,7 +66,7 @@ def test_timing_config_validates() -> None:
 def test_host_timer_synchronises_after_each_step() -> None:
     order: list[str] = []
     timer = HostTimer(lambda: order.append("sync"))
-    assert timer.time(lambda: order.append("step")) >= 0
+    timer.time(lambda: order.append("step"))
     assert order == ["step", "sync"]
 
 
@@ -91,10 +77,3 @@ def test_host_timer_synchronises_once_per_block() -> None:
     assert order == ["step", "step", "step", "sync"]
 
 
-def test_pipelined_blocks_size_themselves_from_the_per_call_time() -> None:
-    from portable.runners.timing import measure_pipelined
-
-    timer = FakeTimer(0.002)
-    samples = measure_pipelined(lambda: None, timer, per_call_s=0.002, blocks=4, block_s=0.1)
-    assert timer.calls == 4 * 50  # 0.1 s blocks of 2 ms calls
-    assert len(samples) == 4 and all(s == pytest.approx(0.002, rel=0.2) for s in samples)

@@ -13,7 +13,6 @@ from portable.runners.timing import (
     block_calls,
     interleave,
     is_steady,
-    measure,
     warm_up,
 )
 
@@ -156,15 +155,6 @@ def test_a_fixed_short_warm_up_would_be_biased_by_order() -> None:
     assert not warm["a"].steady
     (measured,) = interleave([entry], warm, cfg)
     assert sorted(measured.samples)[len(measured.samples) // 2] > 0.002 * 1.3
-
-
-def test_measure_alone_drops_the_warm_up_and_respects_the_caps() -> None:
-    device = FakeDevice(FakeClock())
-    timer = device.timer("a", 0.001)
-    samples = measure(lambda: None, timer, config(min_iterations=5, rounds=1, max_iterations=5))
-    assert 5 <= len(samples) < timer.calls
-    capped = measure(lambda: None, device.timer("b", 0.0), TimingConfig(0, 0, 2, 3600.0, max_iterations=7))
-    assert 7 <= len(capped) <= 7 + 10_000
 
 
 def test_timing_config_rejects_a_cap_below_the_minimum() -> None:
