@@ -156,3 +156,26 @@ def test_the_checks_fail_on_a_bad_graph():
     assert bad["portable.validators.rules"] == bad["portable.validators.engine"] == frozenset()
     lazy = import_graph({"a": "def f():\n    import b\n", "b": "import a\n"}, lazy=True)
     assert cycles(lazy) == [["a", "b"]]
+
+
+# (importer, imported): edges that must not exist, even through imports inside functions; the exceptions
+# are the only lazy edges downwards that the layering allows (docs/layout.md, "Floors").
+FORBIDDEN = (("portable.validators", "portable.exporters"), ("portable.runners", "portable.exporters"),
+             ("portable.validators", "portable.runners"), ("portable.runners", "portable.repair"),
+             ("portable.exporters", "portable.repair"), ("portable.validators", "portable.repair"))
+ALLOWED = {("portable.validators.rules.port014_ort_session", "portable.runners.sessions")}
+
+
+def crossings(graph: Graph) -> list[str]:
+    def inside(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                  if (a, b) not in ALLOWED and any(inside(a, x) and inside(b, y) for x, y in FORBIDDEN))
+
+
+def test_the_folders_keep_their_floors():
+    assert crossings(import_graph(_sources(), lazy=True)) == []
+    bad = import_graph({"portable.validators.engine": "def f():\n    import portable.exporters.api\n",
+                        "portable.exporters.api": ""}, lazy=True)
+    assert crossings(bad) == ["portable.validators.engine -> portable.exporters.api"]
