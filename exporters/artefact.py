@@ -148,4 +148,4 @@ def _stamp_fingerprint(proto: onnx.ModelProto, print_: str) -> bytes:
     proto.metadata_props.append(entry)
     tail = onnx.ModelProto()
     tail.metadata_props.append(entry)
-    return tail.SerializeToString(deterministic=True)
+    return bytes(tail.SerializeToString(deterministic=True))

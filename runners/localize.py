@@ -4,10 +4,15 @@ ONNX side: every named intermediate value of the graph becomes a graph output an
 ONNX Runtime CPU session (graph optimizations off, so nodes run as written) computes them.
 PyTorch side: the module is exported again with the same exporter (``torch.onnx.export``,
 dynamo) to get the ``ExportedProgram`` the ONNX graph was translated from, and an FX
-interpreter records every ``call_function`` result by node name. The exporter names ONNX
-values after the FX nodes they come from (as ``torch.onnx.verification`` relies on), and
-each ONNX node carries ``pkg.torch.onnx.fx_node`` / ``name_scopes`` / ``stack_trace``
-metadata, which give the PyTorch op and the user's source line.
+interpreter records every ``call_function`` result by node name.
+
+Matching the two: each ONNX node torch made carries ``pkg.torch.onnx.fx_node`` (the FX node it was
+translated from, with ``name_scopes`` / ``stack_trace``: the PyTorch op and the user's source line), so
+the value an FX node computed is the output of the *last* ONNX node made from it whose shape is the FX
+value's. That survives renaming: ``portable export`` gives values canonical names, which are no longer
+the FX names ``torch.onnx.verification`` matches by. A node without that metadata (a file from another
+exporter) is matched by its output's name, as before. The report says how many FX values were compared
+of how many the graph's nodes name: a localization over few of them can land after the true divergence.
 """
 
 from __future__ import annotations
@@ -81,6 +86,15 @@ def _onnx_values(model_path: Path, feeds: Mapping[str, np.ndarray], wanted: set[
     return dict(zip(names, session.run(names, dict(feeds))))
 
 
+_FX_NAME = re.compile(r"^%(\w+)")
+
+
+def fx_name(meta: Mapping[str, str]) -> str | None:
+    """The FX node an ONNX node was translated from (``%add_17 : ... = call_function[...]`` -> ``add_17``)."""
+    match = _FX_NAME.match(meta.get("pkg.torch.onnx.fx_node", ""))
+    return match.group(1) if match else None
+
+
 def _symbolic_axes(model_path: Path) -> tuple[list[list[int]], list[tuple[Any, ...]]]:
     import onnx
 
@@ -92,7 +106,18 @@ def _symbolic_axes(model_path: Path) -> tuple[list[list[int]], list[tuple[Any, .
     return axes, nodes
 
 
-def _found(node: tuple[Any, ...], value: str, stats: ErrorStats, compared: int) -> Localization:
+def _matches(nodes: list[tuple[Any, ...]]) -> dict[int, str]:
+    """Node index -> the FX value its outputs hold: the last node made from each FX node; a node without
+    the exporter's metadata under its first output's name."""
+    last: dict[str, int] = {}
+    for index, (_, _, outputs, meta) in enumerate(nodes):
+        name = fx_name(meta) or (outputs[0] if outputs else None)
+        if name:
+            last[name] = index
+    return {index: name for name, index in last.items()}
+
+
+def _found(node: tuple[Any, ...], value: str, stats: ErrorStats, compared: int, candidates: int) -> Localization:
     name, op_type, _, meta = node
     fx = meta.get("pkg.torch.onnx.fx_node", "")
     target = re.search(r"target=([^\]]+)\]", fx)
@@ -100,28 +125,29 @@ def _found(node: tuple[Any, ...], value: str, stats: ErrorStats, compared: int) 
     return Localization(compared=compared, node=name, op_type=op_type, value=value,
                         fx_node=target.group(1) if target else (fx.split(" ")[0] or None),
                         name_scope=scopes, source=source_line(meta.get("pkg.torch.onnx.stack_trace")),
-                        max_abs=stats.max_abs, beyond=stats.beyond)
+                        max_abs=stats.max_abs, beyond=stats.beyond, candidates=candidates)
 
 
 def localize_divergence(model_path: str | Path, module: Any, feeds: Mapping[str, np.ndarray],
                         tolerances: ToleranceTable, device: str = "cpu") -> Localization:
-    """Walk the ONNX nodes in graph order; return the first whose output is out of tolerance."""
+    """Walk the ONNX nodes in graph order; return the first whose value is out of tolerance."""
     path = Path(model_path)
     axes, nodes = _symbolic_axes(path)
-    wanted = {value for node in nodes for value in node[2] if value}
+    matches = _matches(nodes)
+    outputs = {value for index in matches for value in nodes[index][2] if value}
     try:
-        theirs = _torch_values(module, feeds, wanted, device, axes)
-        ours = _onnx_values(path, feeds, wanted & set(theirs))
+        theirs = _torch_values(module, feeds, set(matches.values()), device, axes)
+        ours = _onnx_values(path, feeds, outputs)
     except Exception as exc:  # noqa: BLE001 - re-export or interpretation failed: say so in the report
         return Localization(compared=0, error=one_line(exc))
     compared = 0
-    for node in nodes:
-        for value in node[2]:
-            if value not in ours or value not in theirs or ours[value].shape != theirs[value].shape:
-                continue
-            compared += 1
-            tol = tolerances.for_output(value, str(theirs[value].dtype))
-            stats = compare_arrays(ours[value], theirs[value], tol)
-            if not stats.passed:
-                return _found(node, value, stats, compared)
-    return Localization(compared=compared)
+    for index, node in enumerate(nodes):
+        expected = theirs.get(matches.get(index, ""))
+        value = next((v for v in node[2] if v in ours and expected is not None and ours[v].shape == expected.shape), None)
+        if value is None or expected is None:
+            continue
+        compared += 1
+        stats = compare_arrays(ours[value], expected, tolerances.for_output(value, str(expected.dtype)))
+        if not stats.passed:
+            return _found(node, value, stats, compared, len(matches))
+    return Localization(compared=compared, candidates=len(matches))

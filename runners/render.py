@@ -159,10 +159,11 @@ def _print_localization(report: CompareReport, emit: Any) -> None:
     if loc.error:
         emit(f"localize: not available: {loc.error}")
     elif loc.node is None:
-        emit(f"localize: no intermediate value diverges ({loc.compared} compared)")
+        emit(f"localize: no intermediate value diverges ({loc.compared} of {loc.candidates} PyTorch values compared)")
     else:
         emit(f"localize: first divergent node {loc.node} ({loc.op_type}), value {loc.value}, "
-             f"max abs {_num(loc.max_abs)}, from PyTorch {loc.fx_node} at {loc.source or 'unknown source'}")
+             f"max abs {_num(loc.max_abs)}, from PyTorch {loc.fx_node} at {loc.source or 'unknown source'} "
+             f"({loc.compared} of {loc.candidates} PyTorch values compared up to it)")
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

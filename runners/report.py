@@ -89,7 +89,8 @@ class SpeedupRow:
 class Localization:
     """The first ONNX node whose output diverges from the PyTorch value it was exported from."""
 
-    compared: int  # intermediate values compared
+    compared: int  # intermediate values compared, up to the divergence
+    candidates: int = 0  # FX values the graph's nodes name (what could be compared at most)
     node: str | None = None
     op_type: str | None = None
     value: str | None = None

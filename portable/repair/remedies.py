@@ -97,8 +97,8 @@ def _probed(name: str) -> Any:
 
 
 def _unused(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
-    return ir.passes.Sequential(common.RemoveUnusedNodesPass(), common.RemoveUnusedFunctionsPass(),
-                                common.RemoveUnusedOpsetsPass())
+    unused_functions = common.RemoveUnusedFunctionsPass()  # type: ignore[no-untyped-call]  # onnx-ir: no annotations
+    return ir.passes.Sequential(common.RemoveUnusedNodesPass(), unused_functions, common.RemoveUnusedOpsetsPass())
 
 
 def _canonical_names(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
