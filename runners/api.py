@@ -151,8 +151,26 @@ def _make_runners(plan: _Plan, module: Any, eps: Sequence[EpChoice], compile_mod
                   tf32: bool) -> list[Runner]:
     runners: list[Runner] = [EagerRunner(module, plan.device)]
     runners.extend(CompiledRunner(module, plan.device, m, name=compiled_name(m)) for m in compile_modes)
-    runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph) for e in eps)
+    # ONNX Runtime's intra-op threads spin-wait after each run by default: in a process that times PyTorch next,
+    # they take its cores (a tiny BERT's eager p50 read 75-219 ms after ORT's block, 11-13 ms alone)
+    runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph, spinning=False)
+                   for e in eps)
     return runners
+
+
+def _threads(runners: Sequence[Runner]) -> dict[str, Any]:
+    """The threads each side computes with (the report's ``setup.threads``): what a latency figure depends on."""
+    import os
+
+    import torch
+
+    found: dict[str, Any] = {"cpu_count": os.cpu_count(), "torch_intra_op": torch.get_num_threads(),
+                             "torch_inter_op": torch.get_num_interop_threads()}
+    for runner in runners:
+        if isinstance(runner, OnnxRuntimeRunner):
+            found[runner.name] = {"intra_op": runner.threads or "default (one per physical core)",
+                                  "spinning": runner.spinning}
+    return found
 
 
 def _failure(exc: BaseException) -> str:
@@ -294,7 +312,7 @@ def _guarded(name: str, step: Any) -> Any:
     return run
 
 
-def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
+def _notes(plan: _Plan, tf32: bool, timed: bool) -> tuple[str, ...]:
     notes = list(plan.skipped)
     if plan.device == "cuda" or any(p != "CPUExecutionProvider" for p in plan.setup.get("providers", [])):
         notes.append("numerics tf32: TF32 allowed in PyTorch (cuBLAS matmuls, cuDNN convolutions) and in ONNX "
@@ -309,14 +327,19 @@ def _notes(plan: _Plan, tf32: bool) -> tuple[str, ...]:
         notes.append(f"{'/'.join(low)} outputs: the default tolerance adds a multiple of the reference output's RMS, "
                      "since low-precision rounding grows with the output's scale; an error of about 1 % in one "
                      "weight can stay inside it, so check parity in float32 before converting")
-    notes.append("ONNX Runtime GPU providers are timed with I/O binding; host copies are not counted")
-    notes.append("timing: each runner warmed up alone until steady (or capped: see 'steady'), then all runners "
-                 "timed in round-robin blocks, each round opened by the next runner, so none gains by order")
-    notes.append("peak memory: torch.cuda.max_memory_allocated for PyTorch on CUDA (its allocator's tensors); for "
-                 "ONNX Runtime on CUDA the growth of the process's device memory (NVML) across session load and "
-                 "first runs: the arena's high-water mark plus cuDNN/cuBLAS workspaces, not comparable "
-                 "byte for byte; resident-set growth on load and first runs for CPU runs")
-    return tuple(notes)
+    return tuple(notes + (list(_TIMING_NOTES) if timed else []))
+
+
+_TIMING_NOTES = (
+    "ONNX Runtime GPU providers are timed with I/O binding; host copies are not counted",
+    "timing: each runner warmed up alone until steady (or capped: see 'steady'), then all runners timed in "
+    "round-robin blocks, each round opened by the next runner, so none gains by order; ONNX Runtime's intra-op "
+    "spin-waiting off, so its threads do not take the cores from the runner timed next (setup.threads)",
+    "peak memory: torch.cuda.max_memory_allocated for PyTorch on CUDA (its allocator's tensors); for ONNX Runtime "
+    "on CUDA the growth of the process's device memory (NVML) across session load and first runs: the arena's "
+    "high-water mark plus cuDNN/cuBLAS workspaces, not comparable byte for byte; resident-set growth on load and "
+    "first runs for CPU runs",
+)
 
 
 def _eps(providers: str | Sequence[str] | None, device: str) -> list[EpChoice]:
@@ -381,7 +404,7 @@ def _setup(options: CompareOptions, runners: Sequence[Runner]) -> dict[str, Any]
             "numerics": "tf32" if options.tf32 else "strict-fp32",
             "providers": list(dict.fromkeys(r.provider for r in runners if isinstance(r, OnnxRuntimeRunner))),
             "timing": None if timing is None else {**timing.to_dict(), "interleaved": True},
-            "reference_runner": "eager"}
+            "reference_runner": "eager", "threads": _threads(runners)}
 
 
 def _judged(report: CompareReport, options: CompareOptions) -> CompareReport:
@@ -414,4 +437,4 @@ def _execute(plan: _Plan, runners: list[Runner], table: ToleranceTable, timing: 
         batch = min(plan.feeds)
         located = localize_divergence(plan.model, module, plan.feeds[batch], table, device=plan.device)
     return CompareReport(str(plan.model), reference_name, plan.setup, describe_environment(), tuple(infos), parity,
-                         tuple(latency), located, _notes(plan, table.tf32))
+                         tuple(latency), located, _notes(plan, table.tf32, timed=timing is not None))

@@ -105,7 +105,8 @@ def speedup_table(report: CompareReport) -> tuple[tuple[str, ...], list[tuple[st
 def _setup_line(report: CompareReport) -> str:
     s = report.setup
     numerics = s.get("numerics") or ("tf32" if s.get("tf32") else "strict-fp32")
-    return (f"device {s.get('device')}, compile mode {s.get('compile_mode')}, numerics {numerics} "
+    compiled = f"compile mode {s.get('compile_mode')}" if s.get("compile_mode") else "no torch.compile"
+    return (f"device {s.get('device')}, {compiled}, numerics {numerics} "
             f"(TF32 {'on' if s.get('tf32') else 'off'} in PyTorch and ONNX Runtime), "
             f"providers {', '.join(s.get('providers', []))}, batches {s.get('batches')}, inputs {s.get('inputs')}, "
             f"seed {s.get('seed')}")
@@ -144,7 +145,7 @@ def render_rich(report: CompareReport, console: Any) -> None:
         console.print(table("Latency", LATENCY_HEADER, latency_rows(report)))
         console.print(table("Eager vs compiled vs ONNX Runtime", *speedup_table(report)))
     _print_localization(report, console.print)
-    for warning in parity_warnings(report):
+    for warning in (*parity_warnings(report), *report.timing_warnings):
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     for note in report.notes:
         console.print(f"note: {note}")
@@ -186,6 +187,7 @@ def render_markdown(report: CompareReport, plots: Sequence[tuple[str, str]] = ()
                if options_rows(report) else []),
              "## Parity", "", markdown_table(PARITY_HEADER, parity_rows(report)), "",
              *[f"- warning: {w}" for w in parity_warnings(report)], *([""] if parity_warnings(report) else [])]
+    parts += [f"- warning: {w}" for w in report.timing_warnings] + ([""] if report.timing_warnings else [])
     if report.latency:
         parts += ["## Latency", "", markdown_table(LATENCY_HEADER, latency_rows(report)), "",
                   "## Eager vs compiled vs ONNX Runtime", "", markdown_table(*speedup_table(report)), ""]

@@ -23,6 +23,7 @@ __all__ = ["COMPARE_SCHEMA", "COMPARE_SCHEMA_VERSION", "CompareReport", "Latency
 
 COMPARE_SCHEMA = "portable.compare"
 COMPARE_SCHEMA_VERSION = 1
+MAX_CV = 0.2  # a latency whose stdev/mean exceeds this is reported as unsteady
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,13 @@ class CompareReport:
         return self.parity_failures + tuple(f"budget exceeded: {b.budget}: {b.subject} measured {b.measured:.6g}"
                                             for b in self.budgets if not b.passed)
 
+    @property
+    def timing_warnings(self) -> tuple[str, ...]:
+        """A latency figure whose run-to-run spread makes it meaningless (CV above :data:`MAX_CV`)."""
+        return tuple(f"latency of {r.runner} at batch {r.batch} varies run to run (CV {r.stats.cv:.2f} > {MAX_CV}): "
+                     "its figures are not the model's; run again with the machine otherwise idle, or longer "
+                     "(--duration-ms)" for r in self.latency if r.stats.cv > MAX_CV)
+
     def speedups(self) -> tuple[SpeedupRow, ...]:
         eager = {r.batch: r for r in self.latency if r.runner == "eager"}
         return tuple(SpeedupRow(r.batch, r.runner, r.stats.p50_s, eager[r.batch].stats.p50_s, r.peak_memory_bytes)
@@ -177,5 +185,6 @@ class CompareReport:
             "speedup": [s.to_dict() for s in self.speedups()],
             "localization": None if self.localization is None else self.localization.to_dict(),
             "notes": list(self.notes),
+            "timing_warnings": list(self.timing_warnings),
             "budgets": [b.to_dict() for b in self.budgets],
         }

@@ -159,6 +159,33 @@ def test_api_latency_phase_fills_every_runner_and_batch(models: ModuleType, cnn_
     assert speed[("eager", 1)] == 1.0 and speed[("ort-cpu", 4)] > 0
 
 
+def test_onnx_runtime_does_not_spin_while_others_are_timed_and_the_threads_are_reported(models: ModuleType,
+                                                                                         cnn_onnx: Path) -> None:
+    from dataclasses import replace
+
+    from portable.runners.ort_runner import OnnxRuntimeRunner
+
+    module, _ = models.cnn()
+    report = compare(cnn_onnx, module, device="cpu", compile_mode=None, batches=[1], timing=TimingConfig(0.0, 1, 3, 0.0))
+    threads = report.setup["threads"]
+    assert threads["ort-cpu"]["spinning"] is False and threads["torch_intra_op"] >= 1
+    runner = OnnxRuntimeRunner(cnn_onnx, spinning=False)
+    runner.load()
+    assert runner.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    steady = report.latency[0]
+    assert report.timing_warnings == () or steady.stats.cv > 0.2
+    noisy = replace(steady, stats=replace(steady.stats, cv=0.7))
+    warned = replace(report, latency=(noisy,)).timing_warnings
+    assert len(warned) == 1 and "varies run to run (CV 0.70 > 0.2)" in warned[0]
+    assert replace(report, latency=(replace(steady, stats=replace(steady.stats, cv=0.1)),)).timing_warnings == ()
+
+
+def test_parity_only_reports_carry_no_timing_notes(models: ModuleType, cnn_onnx: Path) -> None:
+    module, _ = models.cnn()
+    report = compare(cnn_onnx, module, device="cpu", compile_mode=None, batches=[1], timing=None)
+    assert not any(n.startswith(("timing:", "peak memory:")) for n in report.notes), report.notes
+
+
 def test_cli_help_does_not_import_torch() -> None:
     import subprocess
     import sys
