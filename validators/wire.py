@@ -164,19 +164,28 @@ def _resized(f: Field, body: list[Piece]) -> list[Piece]:
     return [(f.start, f.length_at), encode_varint(_body_size(body)), *body]
 
 
-class _ModelScan:
-    """One pass over ModelProto -> graph -> initializer, collecting the lean bytes as pieces."""
+class _ModelWalk:
+    """One pass over a ModelProto's fields: each ``graph`` through :meth:`graph`, every other field as it is."""
 
-    def __init__(self, buf: Source, min_elements: int) -> None:
-        self.buf, self.min_elements = buf, min_elements
-        self.stripped: dict[int, PayloadRef] = {}
-        self.initializers = 0  # index across every ``graph`` occurrence (protobuf merges them)
+    buf: Source
 
     def model(self) -> list[Piece]:
         pieces: list[Piece] = []
         for f in fields(self.buf, 0, len(self.buf)):
             pieces += self.graph(f) if f.number == MODEL_GRAPH and f.wire == LEN else [(f.start, f.end)]
         return pieces
+
+    def graph(self, f: Field) -> list[Piece]:
+        raise NotImplementedError
+
+
+class _ModelScan(_ModelWalk):
+    """ModelProto -> graph -> initializer, collecting the lean bytes as pieces."""
+
+    def __init__(self, buf: Source, min_elements: int) -> None:
+        self.buf, self.min_elements = buf, min_elements
+        self.stripped: dict[int, PayloadRef] = {}
+        self.initializers = 0  # index across every ``graph`` occurrence (protobuf merges them)
 
     def graph(self, f: Field) -> list[Piece]:
         body: list[Piece] = []
@@ -222,17 +231,13 @@ def splice_payloads(lean: bytes, payloads: Mapping[int, memoryview]) -> list[Buf
     return _buffers(lean, pieces)
 
 
-class _Splice:
+class _Splice(_ModelWalk):
+    """ModelProto -> graph -> initializer, each payload put back where protobuf would write it."""
+
     def __init__(self, buf: bytes, payloads: Mapping[int, memoryview]) -> None:
         self.buf, self.payloads = buf, payloads
         self.index = 0
         self.done: set[int] = set()
-
-    def model(self) -> list[Piece]:
-        pieces: list[Piece] = []
-        for f in fields(self.buf, 0, len(self.buf)):
-            pieces += self.graph(f) if f.number == MODEL_GRAPH and f.wire == LEN else [(f.start, f.end)]
-        return pieces
 
     def graph(self, f: Field) -> list[Piece]:
         body: list[Piece] = []

@@ -40,12 +40,17 @@ def _feeds(path):
     return make_feeds(specs, 2, int_range=(0, 50))
 
 
+def _changed(module: Tagger, change) -> Tagger:
+    copy = Tagger().eval()
+    copy.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        change(copy)
+    return copy
+
+
 def test_a_changed_embedding_is_found_at_the_gather(exported) -> None:
     module, path = exported
-    changed = Tagger().eval()
-    changed.load_state_dict(module.state_dict())
-    with torch.no_grad():
-        changed.embed.weight.mul_(1.5)
+    changed = _changed(module, lambda m: m.embed.weight.mul_(1.5))
     loc = localize_divergence(path, changed, _feeds(path), ToleranceTable())
     assert loc.error is None and loc.op_type == "Gather", loc
     assert loc.compared == 1 and loc.candidates >= 4  # the first value compared is the one that diverges
@@ -54,10 +59,7 @@ def test_a_changed_embedding_is_found_at_the_gather(exported) -> None:
 
 def test_a_changed_last_layer_is_found_after_every_earlier_value_matched(exported) -> None:
     module, path = exported
-    changed = Tagger().eval()
-    changed.load_state_dict(module.state_dict())
-    with torch.no_grad():
-        changed.out.bias.add_(0.5)
+    changed = _changed(module, lambda m: m.out.bias.add_(0.5))
     loc = localize_divergence(path, changed, _feeds(path), ToleranceTable())
     assert loc.node is not None and loc.compared >= 4 and loc.op_type in ("Gemm", "Add", "MatMul"), loc
     unchanged = localize_divergence(path, module, _feeds(path), ToleranceTable())
