@@ -18,9 +18,9 @@ from typing import Any
 import click
 
 from portable._version import __version__
-from portable.errors import ExitCode, PortableError
+from portable.errors import ExitCode, PortableError, UsageError
 
-__all__ = ["BROKEN_PIPE", "COMMANDS", "PortableGroup", "cli", "main"]
+__all__ = ["BROKEN_PIPE", "COMMANDS", "NEEDS_TORCH", "PortableGroup", "cli", "main"]
 
 # command name -> "module:attribute"; a command whose module is absent is not listed.
 COMMANDS: dict[str, str] = {
@@ -39,6 +39,11 @@ COMMANDS: dict[str, str] = {
 # The shell's status for a process that SIGPIPE ended (128 + 13): what `yes | head` reports.
 BROKEN_PIPE = 141
 
+# Commands that run PyTorch: the core install has no torch (pip install 'portable-onnx[torch]' adds it).
+NEEDS_TORCH = frozenset({"export", "precheck", "compare"})
+TORCH_HINT = ("pip install 'portable-onnx[torch]' (for the CPU build, first: "
+              "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
 
 def _error(message: str) -> None:
     click.echo(f"portable: error: {message}", err=True)
@@ -54,6 +59,25 @@ def _silence_stdout() -> None:
         pass
 
 
+def _needing_torch(command: click.Command, name: str) -> click.Command:
+    """``command`` with a first step that says in one line what to install when torch is missing (exit 2);
+    its ``--help`` works without torch."""
+    callback = command.callback
+    if callback is None or getattr(callback, "_checks_torch", False):
+        return command
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            importlib.import_module("torch")  # the command imports it next anyway
+        except ImportError:
+            raise UsageError(f"portable {name} runs PyTorch, which is not installed here: {TORCH_HINT}") from None
+        return callback(*args, **kwargs)
+
+    checked._checks_torch = True  # type: ignore[attr-defined]
+    command.callback = checked
+    return command
+
+
 class PortableGroup(click.Group):
     """Lazy command loading, and the one place where errors become exit codes."""
 
@@ -66,7 +90,7 @@ class PortableGroup(click.Group):
             return None
         module, attr = target.split(":")
         command: click.Command = getattr(importlib.import_module(module), attr)
-        return command
+        return _needing_torch(command, name) if name in NEEDS_TORCH else command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

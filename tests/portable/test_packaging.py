@@ -51,3 +51,18 @@ def test_installed_wheel_imports_only_under_portable(wheel, tmp_path):
                             cwd=tmp_path)  # not the checkout, whose folders would be on the path
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) >= 14
+
+
+def test_the_documented_revisions_are_this_version():
+    """docs/ci.md's pre-commit ``rev`` is this release's tag and the Action's ``@vN`` its major version (both
+    tagged on the release commit); the Action installs no torch and pins what it installs."""
+    import re
+
+    from portable._version import __version__
+
+    ci = (ROOT / "docs" / "ci.md").read_text()
+    assert re.findall(r"rev: (v[\d.]+)", ci) == [f"v{__version__}"]
+    assert re.findall(r"portable@(v\d+)", ci) == [f"v{__version__.split('.')[0]}"]
+    action = (ROOT / "action.yml").read_text()
+    assert "torch" not in action.split("runs:")[1].replace("# the core install: no torch", "")
+    assert "-c \"$constraints\"" in action and (ROOT / ".ci" / "constraints.txt").is_file()
