@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from portable.policy import dtype_name
@@ -115,6 +115,7 @@ class TargetChecks:
         self.names = ctx.policy.targets
         self._done: dict[str, TargetAnalysis] = {}
         self._facts: ModelFacts | None = None
+        self._summaries: tuple[TargetSummary, ...] | None = None
 
     @property
     def facts(self) -> ModelFacts:
@@ -133,7 +134,18 @@ class TargetChecks:
         return ((name, self[name]) for name in self.names)
 
     def summaries(self) -> tuple[TargetSummary, ...]:
-        return tuple(summary(a, self.facts) for _, a in self)
+        """One line per target (with the runtimes' live answers under ``targets_live``), computed once."""
+        if self._summaries is None:
+            self._summaries = tuple(self._summary(name, a) for name, a in self)
+        return self._summaries
+
+    def _summary(self, name: str, analysis: TargetAnalysis) -> TargetSummary:
+        line = summary(analysis, self.facts)
+        if not self.ctx.policy.targets_live:
+            return line
+        from portable.validators.targets.live import ask
+
+        return replace(line, live=ask(name, self.ctx.source()))
 
 
 def _ops(facts: ModelFacts, indices: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
