@@ -7,7 +7,8 @@ the model itself, beside the offline estimate of their profile.
   or the error that stopped the session.
 - ``openvino``: ``Core.read_model`` (the ONNX frontend: where an op it lacks fails) and
   ``Core.query_model(model, "CPU")``: how many of the converted model's operations the CPU plugin takes.
-- ``tract``: ``tract.onnx().load``: its loader, where an op without a builder fails.
+- ``tract``: ``tract.onnx().load(path).into_model()``: its loader and typing, where an op without a
+  builder fails.
 
 A runtime that is not installed answers ``not installed`` (``make targets-venv`` installs OpenVINO
 and tract); nothing here is imported unless ``--live`` is given.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -52,6 +54,16 @@ def _as_file(source: str | bytes) -> Iterator[str]:
         yield path
 
 
+_TELLING = re.compile(r"No conversion rule|Unimplemented|not supported|Could not find|NOT_IMPLEMENTED", re.IGNORECASE)
+
+
+def _message(exc: BaseException) -> str:
+    """The line of a runtime's (often many-line) error that names the problem."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    telling = next((line for line in lines if _TELLING.search(line)), None)
+    return (telling or one_line(exc, limit=240))[:240]
+
+
 def _ort_cpu(source: str | bytes) -> str:
     # lead: swap for the shared ONNX Runtime session factory (runners/sessions.py) once issue 22 lands
     import onnxruntime as ort
@@ -63,11 +75,11 @@ def _ort_cpu(source: str | bytes) -> str:
     try:
         session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - the runtime's refusal is the answer
-        return f"does not load: {one_line(exc, limit=240)}"
+        return f"does not load: {_message(exc)}"
     counts: Counter[str] = Counter()
     for sub in session.get_provider_graph_assignment_info():
         counts[sub.ep_name] += len(sub.get_nodes())
-    placed = ", ".join(f"{n} nodes on {ep}" for ep, n in sorted(counts.items()))
+    placed = ", ".join(f"{n} node{'' if n == 1 else 's'} on {ep}" for ep, n in sorted(counts.items()))
     return f"loads, {placed or 'no nodes assigned'}"
 
 
@@ -79,7 +91,7 @@ def _openvino(source: str | bytes) -> str:
         try:
             model = core.read_model(path)
         except Exception as exc:  # noqa: BLE001
-            return f"read_model fails: {one_line(exc, limit=240)}"
+            return f"read_model fails: {_message(exc)}"
     ops = {op.get_friendly_name() for op in model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")}
     taken = set(core.query_model(model, "CPU")) & ops
     return f"read_model ok; query_model(CPU) takes {len(taken)}/{len(ops)} operations"
@@ -90,10 +102,10 @@ def _tract(source: str | bytes) -> str:
 
     with _as_file(source) as path:
         try:
-            tract.onnx().load(path)
+            tract.onnx().load(path).into_model()
         except Exception as exc:  # noqa: BLE001
-            return f"does not load: {one_line(exc, limit=240)}"
-    return "loads (tract.onnx().load)"
+            return f"does not load: {_message(exc)}"
+    return "loads (tract.onnx().load(...).into_model())"
 
 
 # target -> (package to import, what its version is reported as, the question)

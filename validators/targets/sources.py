@@ -58,7 +58,10 @@ class Pinned:
 
     @property
     def url(self) -> str:
-        return f"https://github.com/{self.repository}/blob/{self.commit}/{self.path}"
+        return self.url_at(self.commit)
+
+    def url_at(self, commit: str) -> str:
+        return f"https://github.com/{self.repository}/blob/{commit}/{self.path}"
 
     def cached(self, root: Path) -> Path:
         return root / self.repository.replace("/", "+") / self.path
@@ -95,7 +98,7 @@ def read(pin: Pinned, override: Path | None = None) -> tuple[str, Source]:
         version, commit = wheel_build()
         data = wheel_file(pin.wheel).read_bytes()
         via = f"the onnxruntime {version} wheel (onnxruntime/{pin.wheel}), built from commit {commit}"
-        return _decode(data), Source(pin.repository, pin.path, commit, pin.url.replace(pin.commit, commit), blob_id(data), via)
+        return _decode(data), Source(pin.repository, pin.path, commit, pin.url_at(commit), blob_id(data), via)
     root = cache_dir()
     path = pin.cached(root) if root is not None else None
     if path is None or not path.is_file():
