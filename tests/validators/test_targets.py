@@ -13,9 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from portable.validators.targets import TARGETS, load_profile
+from portable.validators.targets import TARGETS, load_profile, parsers
 from portable.validators.targets import generate as gen
-from portable.validators.targets import parsers
 from portable.validators.targets.facts import ModelFacts
 from portable.validators.targets.partition import partition
 from portable.validators.targets.profile import OpEntry, Profile, VersionRange, profile_from_dict

@@ -97,8 +97,21 @@ def _casts(profile: Profile, facts: ModelFacts, graph_io: tuple[set[str], set[st
     return tuple(out)
 
 
+def _verdicts(profile: Profile, facts: ModelFacts) -> tuple[Verdict, ...]:
+    """One verdict per node; a supported one is judged once per distinct signature (domain, op,
+    version, element types): BERT-base's 469 nodes have a few dozen."""
+    seen: dict[tuple[object, ...], Verdict] = {}
+    out = []
+    for index, signature in enumerate(facts.signatures):
+        known = seen.get(signature)
+        if known is None or not known.supported:  # a refusal is judged again: its detail names the node's values
+            known = seen[signature] = judge(profile, facts, index)
+        out.append(replace(known, index=index))
+    return tuple(out)
+
+
 def analyse(profile: Profile, facts: ModelFacts, graph_io: tuple[set[str], set[str]]) -> TargetAnalysis:
-    verdicts = tuple(judge(profile, facts, i) for i in range(len(facts.nodes)))
+    verdicts = _verdicts(profile, facts)
     estimate = _estimate(profile, facts, verdicts, batch_fixed=False)
     fixed = None
     if profile.fixed_sizes and profile.fallback is not None and facts.batch is not None:

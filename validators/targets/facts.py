@@ -23,24 +23,26 @@ Dims = tuple[int | str | None, ...] | None
 
 
 @functools.cache
-def since_version(domain: str, op_type: str, opset: int) -> int | None:
-    """The version of ``op_type`` a model at ``opset`` uses (its schema's since_version), or None
-    when ONNX has no schema for it (a custom domain)."""
-    try:
-        return int(onnx.defs.get_schema(op_type, opset, domain).since_version)
-    except onnx.defs.SchemaError:
-        return None
-
-
-@functools.cache
-def formal_types(domain: str, op_type: str, opset: int) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The type string (constraint name such as ``T``, or ``tensor(int64)``) of each formal input and
-    output of the op's schema; None without a schema."""
+def _schema(domain: str, op_type: str, opset: int) -> tuple[int, tuple[str, ...], tuple[str, ...]] | None:
+    """The op's schema at ``opset``: its since_version and the type string (constraint name such as
+    ``T``, or ``tensor(int64)``) of each formal input and output; None without a schema."""
     try:
         schema = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
         return None
-    return tuple(p.type_str for p in schema.inputs), tuple(p.type_str for p in schema.outputs)
+    return int(schema.since_version), tuple(p.type_str for p in schema.inputs), tuple(p.type_str for p in schema.outputs)
+
+
+def since_version(domain: str, op_type: str, opset: int) -> int | None:
+    """The version of ``op_type`` a model at ``opset`` uses, or None when ONNX has no schema for it."""
+    found = _schema(domain, op_type, opset)
+    return None if found is None else found[0]
+
+
+def formal_types(domain: str, op_type: str, opset: int) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The type strings of the op's formal inputs and outputs; None without a schema."""
+    found = _schema(domain, op_type, opset)
+    return None if found is None else found[1:]
 
 
 def _value_types(value: onnx.ValueInfoProto) -> tuple[int, Dims]:
@@ -60,7 +62,7 @@ def _batch_linear(symbols: Sequence[str]) -> re.Pattern[str] | None:
     return re.compile(rf"^(\d+\*)?({names})([+-]\d+)?$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModelFacts:
     """The main graph's nodes and their values, as every target sees them."""
 
@@ -86,6 +88,14 @@ class ModelFacts:
                    opsets={e.domain or "ai.onnx": e.version for e in proto.opset_import}, types=types, dims=dims,
                    initializers=frozenset(t.name for t in graph.initializer), producers=producers, consumers=consumers,
                    batch=_batch_linear(batch_symbols))
+
+    @functools.cached_property
+    def signatures(self) -> tuple[tuple[object, ...], ...]:
+        """Per node, what a verdict depends on: domain, op, version and the element types of its
+        inputs and outputs (equal signatures get equal verdicts; the detail names the first value,
+        so the value names are part of it only through their types)."""
+        return tuple((n.domain, n.op_type, self.since(i), tuple(self.types.get(v, 0) for v in n.input),
+                      tuple(self.types.get(v, 0) for v in n.output), len(n.input)) for i, n in enumerate(self.nodes))
 
     def opset(self, domain: str) -> int | None:
         return self.opsets.get(domain or "ai.onnx")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,26 @@ def _entry(data: Mapping[str, Any]) -> OpEntry:
                    data_types=None if input0 is None else tuple(input0))
 
 
+class _Rows(Mapping[str, OpEntry]):
+    """A profile's op rows, each turned into an :class:`OpEntry` when first read: a model uses a few
+    dozen of a table's hundreds of ops, and ``portable validate`` pays only for those."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = raw
+        self._made: dict[str, OpEntry] = {}
+
+    def __getitem__(self, key: str) -> OpEntry:
+        if key not in self._made:
+            self._made[key] = _entry(self._raw[key])
+        return self._made[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 def profile_from_dict(data: Mapping[str, Any]) -> Profile:
     if data.get("format") != FORMAT:
         raise ValueError(f"target profile {data.get('name')!r} has format {data.get('format')!r}, expected {FORMAT}")
@@ -146,7 +166,7 @@ def profile_from_dict(data: Mapping[str, Any]) -> Profile:
         notes=tuple(data["notes"]), opset_range=(data["opset_range"][0], data["opset_range"][1]) if data["opset_range"] else None,
         element_types=None if types is None else tuple(types), prefer=tuple(data["prefer"].items()),
         fixed_sizes=data["fixed_sizes"], max_rank=data["max_rank"],
-        ops={key: _entry(value) for key, value in data["ops"].items()},
+        ops=_Rows(data["ops"]),
     )
 
 
