@@ -45,15 +45,10 @@ class TargetAnalysis:
     estimate: Partitioning  # the file as it is
     fixed: Partitioning | None  # with the batch fixed (only where the target needs fixed sizes)
     casts: tuple[Cast, ...]
-    rank_limited: tuple[int, ...] = ()  # nodes over the target's rank limit
 
     @property
     def unsupported(self) -> tuple[Verdict, ...]:
         return tuple(v for v in self.verdicts if not v.supported)
-
-    def fallback_ops(self, facts: ModelFacts, estimate: Partitioning | None = None) -> tuple[tuple[str, int], ...]:
-        counts = Counter(facts.nodes[i].op_type for i in (estimate or self.estimate).unsupported)
-        return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _over_rank(profile: Profile, facts: ModelFacts, index: int) -> bool:
@@ -116,8 +111,7 @@ def analyse(profile: Profile, facts: ModelFacts, graph_io: tuple[set[str], set[s
     fixed = None
     if profile.fixed_sizes and profile.fallback is not None and facts.batch is not None:
         fixed = _estimate(profile, facts, verdicts, batch_fixed=True)
-    ranked = tuple(i for i in range(len(facts.nodes)) if _over_rank(profile, facts, i))
-    return TargetAnalysis(profile, verdicts, estimate, fixed, _casts(profile, facts, graph_io), ranked)
+    return TargetAnalysis(profile, verdicts, estimate, fixed, _casts(profile, facts, graph_io))
 
 
 class TargetChecks:
