@@ -381,3 +381,28 @@ def test_an_unsupported_node_between_two_supported_ones_splits_the_graph():
     assert (split.partitions, split.supported, split.unsupported) == (2, 2, (1,))
     whole = partition(3, facts.producers, facts.consumers, lambda i: True)
     assert (whole.partitions, whole.supported, whole.unsupported) == (1, 3, ())
+
+
+def test_an_op_without_a_kernel_is_judged_by_its_function_body():
+    """ONNX Runtime has no HardSwish kernel and inlines its ONNX function (HardSigmoid, Mul): the CPU
+    provider runs it (ONNX Runtime's own assignment says 2 nodes), NNAPI lacks HardSigmoid, tract has
+    no such expansion and takes HardSwish itself."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    facts = _facts(_model([helper.make_node("HardSwish", ["x"], ["y"])], [x], [y]))
+    assert load_profile("ort-cpu").entry("", "HardSwish") is None  # the table has no kernel for it
+    cpu = judge(load_profile("ort-cpu"), facts, 0)
+    assert cpu.supported and "inlines HardSwish's function body (HardSigmoid, Mul)" in cpu.detail
+    nnapi = judge(load_profile("nnapi"), facts, 0)
+    assert (nnapi.supported, nnapi.reason) == (False, "op") and "whose HardSigmoid nnapi lacks" in nnapi.detail
+    toy = _profile(HardSigmoid=OpEntry(), Mul=OpEntry())
+    assert not judge(toy, facts, 0).supported  # a runtime that does not expand functions needs the op itself
+
+
+def test_the_cpu_provider_session_agrees_on_hardswish():
+    import onnxruntime as ort
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = _model([helper.make_node("HardSwish", ["x"], ["y"])], [x], [y])
+    ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])  # loads: no NOT_IMPLEMENTED

@@ -17,7 +17,7 @@ import onnx
 
 from portable.validators.graphs import node_label
 
-__all__ = ["ModelFacts", "since_version"]
+__all__ = ["ModelFacts", "formal_types", "function_body", "since_version"]
 
 Dims = tuple[int | str | None, ...] | None
 
@@ -31,6 +31,20 @@ def _schema(domain: str, op_type: str, opset: int) -> tuple[int, tuple[str, ...]
     except onnx.defs.SchemaError:
         return None
     return int(schema.since_version), tuple(p.type_str for p in schema.inputs), tuple(p.type_str for p in schema.outputs)
+
+
+@functools.cache
+def function_body(domain: str, op_type: str, opset: int) -> tuple[str, ...] | None:
+    """The op types of the op's ONNX function body at ``opset`` (``("*",)`` for a context-dependent
+    one, whose body depends on the node), or None when the op has no function body."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return None
+    # getattr: onnx's type stubs lack these two properties of OpSchema (present at run time)
+    if getattr(schema, "has_function", False):
+        return tuple(dict.fromkeys(n.op_type for n in schema.function_body.node if n.op_type != "Constant"))
+    return ("*",) if getattr(schema, "has_context_dependent_function", False) else None
 
 
 def since_version(domain: str, op_type: str, opset: int) -> int | None:

@@ -172,7 +172,7 @@ def generate(name: str, override: Path | None = None) -> Profile:
     return Profile(name=spec.name, title=spec.title, runtime=spec.runtime, fallback=spec.fallback, sources=sources,
                    holds=spec.holds, lacks=spec.lacks, notes=spec.notes + parsed.notes, opset_range=parsed.opset_range,
                    element_types=parsed.element_types, prefer=_preferred(parsed), fixed_sizes=built.fixed_sizes,
-                   max_rank=built.max_rank, ops=dict(parsed.ops))
+                   max_rank=built.max_rank, expands_functions=spec.runtime == "onnxruntime", ops=dict(parsed.ops))
 
 
 def _one(name: str, override: Path | None, check: bool) -> int:

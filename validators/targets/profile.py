@@ -97,6 +97,9 @@ class Profile:
     prefer: tuple[tuple[str, str], ...] = ()  # element type -> the one the target wants instead
     fixed_sizes: bool = False  # the partition estimate needs fixed input sizes (ORT's usability checker)
     max_rank: int | None = None  # the partition estimate's rank limit
+    # ONNX Runtime inlines an op that no provider has a kernel for from its ONNX function body
+    # (HardSwish, Mish, CastLike...): true for the targets ONNX Runtime hosts.
+    expands_functions: bool = False
     ops: Mapping[str, OpEntry] = field(default_factory=dict)  # "domain:Op" ("*:Op": any domain)
 
     def entry(self, domain: str, op_type: str) -> OpEntry | None:
@@ -116,6 +119,7 @@ class Profile:
             "notes": list(self.notes), "opset_range": list(self.opset_range) if self.opset_range else None,
             "element_types": list(self.element_types) if self.element_types is not None else None,
             "prefer": dict(self.prefer), "fixed_sizes": self.fixed_sizes, "max_rank": self.max_rank,
+            "expands_functions": self.expands_functions,
             "ops": {key: self.ops[key].to_dict() for key in sorted(self.ops)},
         }
 
@@ -165,7 +169,7 @@ def profile_from_dict(data: Mapping[str, Any]) -> Profile:
         sources=tuple(Source(**s) for s in data["sources"]), holds=tuple(data["holds"]), lacks=tuple(data["lacks"]),
         notes=tuple(data["notes"]), opset_range=(data["opset_range"][0], data["opset_range"][1]) if data["opset_range"] else None,
         element_types=None if types is None else tuple(types), prefer=tuple(data["prefer"].items()),
-        fixed_sizes=data["fixed_sizes"], max_rank=data["max_rank"],
+        fixed_sizes=data["fixed_sizes"], max_rank=data["max_rank"], expands_functions=data["expands_functions"],
         ops=_Rows(data["ops"]),
     )
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from portable.policy import dtype_name
-from portable.validators.targets.facts import ModelFacts, formal_types
+from portable.validators.targets.facts import ModelFacts, formal_types, function_body
 from portable.validators.targets.profile import OpEntry, Profile, VersionRange
 
 __all__ = ["Verdict", "judge"]
@@ -32,6 +32,34 @@ class Verdict:
 
 
 def judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
+    """The node on the target; where ONNX Runtime hosts it, an op no provider has a kernel for is
+    inlined from its ONNX function body (``expands_functions``), so the body's ops are judged instead."""
+    verdict = _judge(profile, facts, index)
+    if verdict.supported or verdict.reason == "dtype" or not profile.expands_functions:
+        return verdict
+    node = facts.nodes[index]
+    opset = facts.opset(node.domain)
+    body = function_body(node.domain, node.op_type, opset) if opset is not None else None
+    if body is None or not _no_cpu_kernel(facts, index):
+        return verdict
+    if body == ("*",):
+        return Verdict(index, True, detail=f"no kernel: ONNX Runtime inlines {node.op_type}'s function body (not checked)")
+    lacking = [op for op in body if not (profile.entry(node.domain, op) or OpEntry(supported=False)).supported]
+    if not lacking:
+        return Verdict(index, True, detail=f"no kernel: ONNX Runtime inlines {node.op_type}'s function body ({', '.join(body)})")
+    return Verdict(index, False, "op", f"{node.op_type} has no kernel and ONNX Runtime inlines its function body, "
+                                       f"whose {', '.join(lacking)} {profile.name} lacks")
+
+
+def _no_cpu_kernel(facts: ModelFacts, index: int) -> bool:
+    """ONNX Runtime inlines a function op only when no provider claims it: not even the CPU one."""
+    from portable.validators.targets.profile import load_profile
+
+    cpu = load_profile("ort-cpu")
+    return not _judge(cpu, facts, index).supported
+
+
+def _judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
     node = facts.nodes[index]
     entry = profile.entry(node.domain, node.op_type)
     if entry is None:
