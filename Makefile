@@ -9,9 +9,10 @@ PYTEST_ARGS ?=
 # PyPI's torchvision is a CUDA build: installed without its dependencies (0.28.0 requires torch==2.13.0).
 TORCHVISION_SPEC ?= torchvision==0.28.0
 ZOO_STAMP := $(VENV)/.zoo-installed
+TARGETS_STAMP := $(VENV)/.targets-installed
 ONLY ?=
 
-.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv
+.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles
 
 venv: $(STAMP)
 
@@ -63,6 +64,17 @@ $(ZOO_STAMP): $(STAMP)
 
 zoo: $(ZOO_STAMP)
 	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY))
+
+# Runtimes beside ONNX Runtime (OpenVINO, tract) for `portable validate --target ... --live`; torch stays the CPU build.
+targets-venv: $(TARGETS_STAMP)
+
+$(TARGETS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[targets]" "$(TORCH_SPEC)"
+	touch $(TARGETS_STAMP)
+
+# Regenerate the target profiles from the runtimes' tables (docs/targets.md: the source cache).
+targets-profiles: $(STAMP)
+	$(PY) -m portable.validators.targets.generate
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out

@@ -49,6 +49,10 @@ class Policy:
     severity: tuple[tuple[str, Severity], ...] = ()  # per-rule overrides
     ort: bool = False  # enables the opt-in PORT014 (ONNX Runtime session)
     strict: bool = False  # warnings fail too
+    targets: tuple[str, ...] = ()  # target profiles to check against (PORT201+); empty: none
+    max_partitions: int | None = None  # gate: more partitions on a target is an error (PORT203)
+    no_fallback: bool = False  # gate: any node a target leaves to its fallback is an error (PORT203)
+    targets_live: bool = False  # also ask the installed runtimes (ONNX Runtime CPU, OpenVINO)
     source: str = field(default="defaults", compare=False)
 
     def with_(self, **changes: Any) -> Policy:
@@ -61,7 +65,7 @@ class Policy:
         data = asdict(self)
         data.pop("source")
         data["severity"] = {rule: sev.value for rule, sev in self.severity}
-        for key in ("allowed_domains", "allowed_dtypes", "select", "ignore"):
+        for key in ("allowed_domains", "allowed_dtypes", "select", "ignore", "targets"):
             data[key] = list(data[key])
         return data
 
@@ -74,6 +78,23 @@ def _rule_ids(key: str, value: Any) -> tuple[str, ...]:
     if bad:
         raise ConfigError(f"'{key}' has bad rule id(s) {', '.join(bad)}: expected PORTnnn")
     return tuple(v.upper() for v in items)
+
+
+def target_names(key: str, value: Any) -> tuple[str, ...]:
+    """Target names (a list, or one comma-separated string; ``all`` is every target), in the
+    registry's order; an unknown name is a usage error naming the known ones."""
+    from portable.validators.targets import TARGETS  # the registry lives with the profiles
+
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"'{key}' must be a list of target names such as [\"qnn\", \"tensorrt\"]")
+    names = {n.strip().lower() for item in items for n in item.split(",") if n.strip()}
+    if "all" in names:
+        names = (names - {"all"}) | set(TARGETS)
+    unknown = sorted(names - set(TARGETS))
+    if unknown:
+        raise ConfigError(f"'{key}': unknown target(s) {', '.join(unknown)} (known: {', '.join(TARGETS)}, or all)")
+    return tuple(t for t in TARGETS if t in names)
 
 
 def _str_list(key: str, value: Any) -> tuple[str, ...]:
@@ -158,6 +179,10 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "severity": ("severity", _severity),
     "ort": ("ort", _bool),
     "strict": ("strict", _bool),
+    "targets": ("targets", target_names),
+    "max-partitions": ("max_partitions", _int),
+    "no-fallback": ("no_fallback", _bool),
+    "targets-live": ("targets_live", _bool),
 }
 
 
@@ -213,14 +238,17 @@ def load_policy(config: str | Path | None = None, *, discover: bool = True) -> P
     return policy_from_mapping(table, source=str(path))
 
 
-def merge_cli(policy: Policy, **overrides: Iterable[str] | bool | None) -> Policy:
-    """Apply command-line overrides (``--select``, ``--ignore``, ``--strict``, ``--ort``)."""
+def merge_cli(policy: Policy, **overrides: Iterable[str] | bool | int | None) -> Policy:
+    """Apply command-line overrides (``--select``, ``--ignore``, ``--strict``, ``--ort``, ``--target``,
+    ``--max-partitions``, ``--no-fallback``, ``--live``)."""
     changes: dict[str, Any] = {}
     for key, value in overrides.items():
         if value is None or value == () or value is False:
             continue
         if key in ("select", "ignore"):
             changes[key] = _rule_ids(f"--{key}", [v for item in value for v in str(item).split(",") if v])  # type: ignore[union-attr]
+        elif key == "targets":
+            changes[key] = target_names("--target", list(value))  # type: ignore[arg-type]
         else:
             changes[key] = value
     return policy.with_(**changes) if changes else policy

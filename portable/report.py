@@ -11,9 +11,67 @@ from portable.errors import ExitCode
 from portable.findings import Finding, Severity
 from portable.policy import Policy
 
-__all__ = ["REPORT_SCHEMA_VERSION", "ValidationReport", "worst_exit_code"]
+__all__ = ["REPORT_SCHEMA_VERSION", "TargetSummary", "ValidationReport", "worst_exit_code"]
 
 REPORT_SCHEMA_VERSION = "1.0"
+
+OpCounts = tuple[tuple[str, int], ...]
+
+
+def _ops(counts: OpCounts, limit: int = 6) -> str:
+    """``Erf x2, IsNaN x12`` (the first ``limit``, then how many more ops)."""
+    shown = ", ".join(f"{op} x{n}" for op, n in counts[:limit])
+    return shown + (f" and {len(counts) - limit} more ops" if len(counts) > limit else "")
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """One target's verdict on one model (``portable validate --target``): how many nodes its tables
+    say it runs, the partition estimate, what falls back (or stops the load), and the live answer
+    of its runtime where one was asked for."""
+
+    name: str
+    nodes: int
+    supported: int  # nodes in the target's partitions
+    partitions: int
+    fallback: OpCounts  # ops of the nodes outside them
+    falls_back: bool  # False: the runtime has no fallback, an unsupported node stops the load
+    unsupported: OpCounts = ()  # ops the tables lack (op, version or type), whatever the shapes
+    fixed_batch: tuple[int, int, OpCounts] | None = None  # (supported, partitions, fallback) with the batch fixed
+    casts: int = 0  # values of an element type the target wants cast
+    sources: tuple[str, ...] = ()  # repository@commit of the profile's table
+    live: tuple[tuple[str, str], ...] = ()  # the runtime's own answer: (key, value) pairs, "verdict" among them
+
+    @property
+    def loads(self) -> bool:
+        return self.supported == self.nodes
+
+    def line(self) -> str:
+        """``qnn: 412/418 nodes, 3 partitions, fallback: Erf x2, IsNaN x4``."""
+        head = f"{self.name}: {self.supported}/{self.nodes} nodes"
+        if not self.falls_back:
+            text = f"{head}, {'loads' if self.loads else 'does not load: ' + _ops(self.fallback)}"
+        else:
+            text = f"{head}, {self.partitions} partition{'' if self.partitions == 1 else 's'}"
+            text += f", fallback: {_ops(self.fallback)}" if self.fallback else ", nothing falls back"
+        if self.fixed_batch is not None:
+            done, parts, rest = self.fixed_batch
+            text += f"; with a fixed batch: {done}/{self.nodes} nodes, {parts} partition{'' if parts == 1 else 's'}"
+            text += f", fallback: {_ops(rest)}" if rest else ""
+        if self.casts:
+            text += f"; {self.casts} value{'' if self.casts == 1 else 's'} to cast"
+        live = dict(self.live)
+        return text + (f"; live ({live.get('runtime', '?')}): {live.get('verdict', '?')}" if live else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        fixed = None
+        if self.fixed_batch is not None:
+            done, parts, rest = self.fixed_batch
+            fixed = {"supported": done, "partitions": parts, "fallback": dict(rest)}
+        return {"name": self.name, "line": self.line(), "nodes": self.nodes, "supported": self.supported,
+                "partitions": self.partitions, "falls_back": self.falls_back, "loads": self.loads,
+                "fallback": dict(self.fallback), "unsupported": dict(self.unsupported), "fixed_batch": fixed,
+                "casts": self.casts, "sources": list(self.sources), "live": dict(self.live) or None}
 
 
 @dataclass(frozen=True)
@@ -27,6 +85,7 @@ class ValidationReport:
     model: dict[str, Any] = field(default_factory=dict)  # opset, producer, graph size
     suppressed: tuple[tuple[Finding, str], ...] = ()  # findings waived inline, with the reason
     rules: tuple[str, ...] = ()  # ids of the rules that ran
+    targets: tuple[TargetSummary, ...] = ()  # one per target the policy names (`--target`)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -59,7 +118,7 @@ class ValidationReport:
             "model": dict(self.model),
             "findings": [f.to_dict() for f in self.findings],
             "suppressed": [{**f.to_dict(), "reason": why} for f, why in self.suppressed],
-        }
+        } | ({"targets": [t.to_dict() for t in self.targets]} if self.policy.targets else {})
 
 
 def worst_exit_code(reports: Sequence[ValidationReport]) -> ExitCode:

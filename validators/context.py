@@ -106,6 +106,13 @@ class ModelContext:
         return tuple(sorted(symbols))
 
     @cached_property
+    def targets(self):  # -> TargetChecks; imported lazily: only a run with targets pays for it
+        """The offline check against each target the policy names (PORT201+ and the report's summary)."""
+        from portable.validators.targets.check import TargetChecks
+
+        return TargetChecks(self)
+
+    @cached_property
     def shapes(self):  # -> ShapeAnalysis; imported lazily: shape work is only paid for when needed
         from portable.validators.shapes import ShapeAnalysis
 

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError, Message
 from portable.errors import InputError, UsageError
 from portable.findings import Finding
 from portable.policy import Policy
-from portable.report import ValidationReport
+from portable.report import TargetSummary, ValidationReport
 from portable.validators.context import ModelContext
 from portable.validators.lean import HeldLean, LeanModel, parse_lean_bytes
 from portable.validators.loading import load_model_file, parse_model_bytes
@@ -34,10 +34,16 @@ def select_rules(policy: Policy) -> list[Rule]:
     unknown = sorted((set(policy.select) | set(policy.ignore)) - known)
     if unknown:
         raise UsageError(f"unknown rule id(s): {', '.join(unknown)} (see `portable rules`)")
+    idle = sorted(r.id for r in ALL_RULES if r.needs_targets and r.id in policy.select) if not policy.targets else []
+    if idle:
+        raise UsageError(f"{', '.join(idle)} check(s) target profiles: name the targets with --target "
+                         "(or `targets = [...]` in [tool.portable])")
     chosen = []
     for cls in ALL_RULES:
         if policy.select:
             on = cls.id in policy.select
+        elif cls.needs_targets:
+            on = bool(policy.targets)
         else:
             on = not cls.opt_in or policy.ort
         if on and cls.id not in policy.ignore:
@@ -126,12 +132,23 @@ def validate_proto(proto: onnx.ModelProto, path: str, policy: Policy, size: int 
             detail = " ".join(str(exc).split())
             error = f"internal error in rule {rule.id} ({rule.name}): {type(exc).__name__}: {detail}"[:500]
             break
+    targets: tuple[TargetSummary, ...] = ()
+    if policy.targets and error is None:
+        targets, error = _target_summaries(ctx)
     waived = _inline_ignores(proto)
     kept = tuple(f for f in findings if f.rule_id not in waived)
     suppressed = tuple((f, waived[f.rule_id]) for f in findings if f.rule_id in waived)
     return ValidationReport(path=path, policy=policy, findings=_sorted(kept), error=error,
                             model=_model_info(proto, size), suppressed=suppressed,
-                            rules=tuple(r.id for r in rules))
+                            rules=tuple(r.id for r in rules), targets=targets)
+
+
+def _target_summaries(ctx: ModelContext) -> tuple[tuple[TargetSummary, ...], str | None]:
+    """The report's line per selected target (``ctx.targets``, shared with PORT201+), or why it failed."""
+    try:
+        return ctx.targets.summaries(), None
+    except (RecursionError, MemoryError, Exception) as exc:  # noqa: BLE001
+        return (), f"internal error in the target check: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
 
 
 def _validate_file(path: str | Path, policy: Policy, name: str | None, rules: Sequence[Rule]) -> ValidationReport:

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEGENERATE_RMS", "bare_export", "count_ops", "degenerate", "feeds_like", "leaves", "parity", "simplified"]
+__all__ = ["DEGENERATE_RMS", "bare_export", "count_ops", "degenerate", "feeds_like", "leaves", "parity", "simplified",
+           "targets"]
 
 # An output whose RMS is below fp32's absolute tolerance (atol 1e-4, runners/tolerances.py) passes any parity
 # check whatever the runtime computes: random-init torchvision ViT's zero head (0), MobileNetV3 (~1e-10).
@@ -55,6 +56,23 @@ def count_ops(model: Any) -> dict[str, int]:
     identities = sum(n.op_type == "Identity" for n in model.graph.node)
     identities += sum(n.op_type == "Identity" for f in model.functions for n in f.node)
     return {"nodes": len(model.graph.node), "identity": identities, "functions": len(model.functions)}
+
+
+def targets(path: Path) -> dict[str, Any]:
+    """``portable.validate(path, targets=all)``: each target's summary (verdict, partition estimate)
+    and its PORT201/PORT202 finding counts, plus the seconds the whole validation took."""
+    import portable
+    from portable.validators.targets import TARGETS
+
+    start = time.perf_counter()
+    report = portable.validate(path, portable.Policy(targets=TARGETS))
+    seconds = round(time.perf_counter() - start, 3)
+    out: dict[str, Any] = {"seconds": seconds, "error": report.error} if report.error else {"seconds": seconds}
+    for summary in report.targets:
+        found = [f for f in report.findings if f.message.startswith(f"{summary.name}:")]
+        out[summary.name] = summary.to_dict() | {
+            "ops_missing": sum(f.rule_id == "PORT201" for f in found), "casts": sum(f.rule_id == "PORT202" for f in found)}
+    return out
 
 
 def simplified(path: Path) -> dict[str, Any]:

@@ -60,6 +60,7 @@ def inspect_file(built: Built, path: Path, batches: tuple[int, ...]) -> dict[str
     model = onnx.load(str(path))
     out: dict[str, Any] = {"validate_ok": report.ok, "validate_findings": [_finding(f) for f in report.findings],
                            **measure.count_ops(model), "size_mb": round(path.stat().st_size / 2**20, 2)}
+    out["targets"] = _guard(lambda: measure.targets(path))
     out["onnxsim"] = measure.simplified(path)
     out["parity"] = _guard(lambda: measure.parity(built.module, built.args, path, batches))
     out["compare"] = _guard(lambda: _compare(built, path, batches))

@@ -15,7 +15,7 @@ from portable.errors import ExitCode, UsageError
 from portable.formatters import FORMATS, get_formatter
 from portable.formatters.text import TextFormatter
 from portable.io import atomic_write_text
-from portable.policy import Policy
+from portable.policy import Policy, merge_cli
 from portable.report import ValidationReport, worst_exit_code
 
 __all__ = ["emit", "validate"]
@@ -69,6 +69,13 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @config_options
 @click.option("--ort", is_flag=True, help="Also run PORT014: create an ONNX Runtime CPU session.")
+@click.option("--target", "targets", multiple=True, metavar="NAMES",
+              help="Check against these targets' own support tables (comma-separated, repeatable; `all`): "
+                   "ort-cpu, ort-cuda, tensorrt, openvino, qnn, nnapi, coreml, tract. Runs PORT201-PORT204.")
+@click.option("--max-partitions", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Gate: fail (exit 1) when a target's estimate has more than N partitions.")
+@click.option("--no-fallback", is_flag=True, help="Gate: fail (exit 1) when any node of a target falls back or stops the load.")
+@click.option("--live", is_flag=True, help="With --target: also ask the runtimes installed here (ONNX Runtime CPU, OpenVINO).")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="Report format.")
 @output_option
@@ -81,16 +88,20 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.option("--write-baseline", type=click.Path(dir_okay=False), default=None,
               help="Record the current findings as the baseline and exit 0.")
 def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
-             strict: bool, ort: bool, fmt: str, output: str | None, extra: tuple[tuple[str, str], ...], jobs: int,
+             strict: bool, ort: bool, targets: tuple[str, ...], max_partitions: int | None, no_fallback: bool, live: bool,
+             fmt: str, output: str | None, extra: tuple[tuple[str, str], ...], jobs: int,
              baseline: str | None, write_baseline: str | None) -> None:
     """Validate ONNX models (files, or folders searched for *.onnx) against the contract.
 
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
-    has, 3 when a model cannot be read.
+    has (a failed --max-partitions or --no-fallback gate is one), 3 when a model cannot be read.
     """
     if baseline and write_baseline:
         raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
-    policy = policy_from_options(config, select, ignore, strict, ort)
+    policy = merge_cli(policy_from_options(config, select, ignore, strict, ort), targets=targets,
+                       max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live)
+    if (policy.max_partitions is not None or policy.no_fallback or policy.targets_live) and not policy.targets:
+        raise UsageError("--max-partitions, --no-fallback and --live apply to targets: name them with --target")
     accepted = Baseline.read(baseline) if baseline else None
     streaming = fmt == "text" and output is None and accepted is None and not write_baseline
     stream = TextFormatter(color=use_color(output)) if streaming else None

@@ -42,4 +42,6 @@ class GithubFormatter(Formatter):
                 lines.append(f"::error file={_escape_property(report.path)},title=unreadable model::"
                              f"{_escape_data(report.path + ': ' + report.error)}")
             lines.extend(_annotation(f, report.path) for f in report.findings)
+            lines.extend(f"::notice file={_escape_property(report.path)},title={_escape_property(f'target {t.name}')}::"
+                         f"{_escape_data(report.path + ': ' + t.line())}" for t in report.targets)
         return "".join(line + "\n" for line in lines)

@@ -58,5 +58,8 @@ class JunitFormatter(Formatter):
                 ET.SubElement(case, "failure", message=bad[0].message, type=rule_id).text = _details(bad)
             elif found:
                 ET.SubElement(case, "system-out").text = _details(found)
-        suite.attrib.update(tests=str(len(ran)), failures=str(failures), errors="0")
+        for target in report.targets:  # one case per target: its line (a failed gate is PORT203's failure)
+            case = ET.SubElement(suite, "testcase", classname=report.path, name=f"target {target.name}")
+            ET.SubElement(case, "system-out").text = target.line()
+        suite.attrib.update(tests=str(len(ran) + len(report.targets)), failures=str(failures), errors="0")
         return suite

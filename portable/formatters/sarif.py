@@ -55,6 +55,14 @@ def _location(finding: Finding, artifact: int, path: str) -> dict[str, Any]:
     return {"physicalLocation": physical, "logicalLocations": [logical]}
 
 
+def _artifact(report: ValidationReport) -> dict[str, Any]:
+    """The model; with ``--target``, its per-target summary in the artifact's property bag."""
+    artifact: dict[str, Any] = {"location": {"uri": report.path}}
+    if report.targets:
+        artifact["properties"] = {"targets": [t.to_dict() for t in report.targets]}
+    return artifact
+
+
 class SarifFormatter(Formatter):
     name = "sarif"
 
@@ -83,7 +91,7 @@ class SarifFormatter(Formatter):
                 results.append(result)
         run = {
             "tool": {"driver": {"name": "portable", "version": __version__, "informationUri": _INFO_URI, "rules": rules}},
-            "artifacts": [{"location": {"uri": r.path}} for r in reports],
+            "artifacts": [_artifact(r) for r in reports],
             "invocations": [{"executionSuccessful": not notes, "toolExecutionNotifications": notes}],
             "results": results,
         }

@@ -92,6 +92,7 @@ class TextFormatter(Formatter):
             out.extend(self._finding(finding))
         for finding, reason in report.suppressed:
             out.append(_line(f"  ignored  {finding.rule_id} {finding.location.describe()}: {reason}", style="dim"))
+        out.extend(_line("  target   ", (t.line(), "bold" if t.loads else "yellow")) for t in report.targets)
         return out
 
     @staticmethod

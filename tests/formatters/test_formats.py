@@ -54,6 +54,26 @@ def test_golden(fmt, reports):
     assert text == golden.read_text()
 
 
+@pytest.fixture(scope="module")
+def target_reports() -> list[ValidationReport]:
+    """``--target qnn,nnapi,ort-cpu --max-partitions 1``: a fallback (Erf on QNN), a dynamic batch
+    (NNAPI needs fixed sizes), a failed gate."""
+    policy = Policy(targets=("ort-cpu", "qnn", "nnapi"), max_partitions=1)
+    return [validate(rule_fixtures.load("PORT201", "bad"), policy, name="models/gelu.onnx"),
+            validate(rule_fixtures.load("PORT203", "bad"), policy, name="models/dynamic.onnx")]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_golden_with_targets(fmt, target_reports):
+    """The per-target line in every format (the reports carry it; the formatters only render it)."""
+    text = get_formatter(fmt).render(target_reports)
+    golden = GOLDEN / f"targets.{fmt}.{SUFFIX[fmt]}"
+    if os.environ.get("PORTABLE_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+    assert "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1" in text
+
+
 def test_text_colour_only_when_asked(reports):
     assert "\x1b[" not in get_formatter("text").render(reports)
     assert "\x1b[" in get_formatter("text", color=True).render(reports)

@@ -31,6 +31,9 @@ def test_wheel_contents(wheel):
     packaged = {n.removeprefix("portable/") for n in names if n.endswith(".py")}
     assert sources <= packaged, sorted(sources - packaged)
     assert "portable/schemas/report.schema.json" in names
+    from portable.validators.targets import TARGETS
+
+    assert {f"portable/validators/targets/profiles/{t}.json" for t in TARGETS} <= set(names)  # the target profiles
 
 
 def test_installed_wheel_imports_only_under_portable(wheel, tmp_path):
@@ -44,6 +47,8 @@ def test_installed_wheel_imports_only_under_portable(wheel, tmp_path):
         "assert importlib.util.find_spec('validators') is None, 'validators is importable';"
         "assert importlib.util.find_spec('exporters') is None and importlib.util.find_spec('runners') is None;"
         "import portable.validators.rules, portable.cli;"
+        "from portable.validators.targets import TARGETS, load_profile;"
+        "assert all(load_profile(t).ops for t in TARGETS);"
         f"assert portable.__file__.startswith({str(target)!r}), portable.__file__;"
         "print(len(portable.validators.rules.ALL_RULES))"
     )

@@ -18,7 +18,8 @@ from portable.ruleinfo import RuleInfo
 from portable.validators.rules import ALL_RULES, get_rule
 
 RULES_DIR = Path(__file__).parents[2] / "validators" / "rules"
-_PHASE_IDS = {"model": re.compile(r"PORT0\d\d"), "pre-export": re.compile(r"PORT1\d\d")}
+# Model rules: PORT0nn on the contract, PORT2nn per target (`--target`); pre-export rules: PORT1nn.
+_PHASE_IDS = {"model": re.compile(r"PORT[02]\d\d"), "pre-export": re.compile(r"PORT1\d\d")}
 
 
 def _duplicates(values: Sequence[str]) -> list[str]:
@@ -92,6 +93,27 @@ _GOOD = catalogue()["PORT004"]
 ])
 def test_the_catalogue_check_fails_on_a_bad_catalogue(bad, problem):
     assert problem in catalogue_problems(bad)
+
+
+def target_rule_problems(classes: Sequence[Any]) -> list[str]:
+    """Target rules (PORT2nn) that do not need targets or are on by default, and rules that need
+    targets outside PORT2nn: the engine runs them only when the policy names targets."""
+    problems = [f"{c.id}: a PORT2nn rule that does not need targets" for c in classes
+                if c.id.startswith("PORT2") and not c.needs_targets]
+    problems += [f"{c.id}: needs targets outside PORT2nn" for c in classes if c.needs_targets and not c.id.startswith("PORT2")]
+    return problems + [f"{c.id}: a target rule on by default" for c in classes if c.needs_targets and not c.opt_in]
+
+
+def test_target_rules_are_port2nn_opt_in_and_need_targets():
+    assert [c.id for c in ALL_RULES if c.needs_targets] == ["PORT201", "PORT202", "PORT203", "PORT204"]
+    assert target_rule_problems(ALL_RULES) == []
+
+
+def test_the_target_rule_check_fails_on_a_bad_rule():
+    loose = type("Loose", (), {"id": "PORT205", "needs_targets": False, "opt_in": True})
+    stray = type("Stray", (), {"id": "PORT016", "needs_targets": True, "opt_in": False})
+    assert target_rule_problems([loose, stray]) == ["PORT205: a PORT2nn rule that does not need targets",
+                                                    "PORT016: needs targets outside PORT2nn", "PORT016: a target rule on by default"]
 
 
 def test_the_module_check_fails_on_a_misplaced_rule():

@@ -20,6 +20,10 @@ from portable.validators.rules.port012_randomness import NoRandomness
 from portable.validators.rules.port013_dtypes import AllowedDtypes
 from portable.validators.rules.port014_ort_session import OrtSession
 from portable.validators.rules.port015_finite_weights import FiniteWeights
+from portable.validators.rules.port201_target_ops import TargetOpSupport
+from portable.validators.rules.port202_target_casts import TargetCasts
+from portable.validators.rules.port203_target_partitions import TargetPartitions
+from portable.validators.rules.port204_target_restrictions import TargetRestrictions
 
 __all__ = ["ALL_RULES", "RULE_INFOS", "Rule", "get_rule"]
 
@@ -39,6 +43,11 @@ ALL_RULES: tuple[type[Rule], ...] = (
     AllowedDtypes,
     OrtSession,
     FiniteWeights,
+    # per target (--target): the profiles of portable.validators.targets
+    TargetOpSupport,
+    TargetCasts,
+    TargetPartitions,
+    TargetRestrictions,
 )
 
 RULE_INFOS: tuple[RuleInfo, ...] = tuple(rule.info() for rule in ALL_RULES)

@@ -27,6 +27,7 @@ class Rule:
     message: ClassVar[str]  # str.format template; fields come from check()
     hint: ClassVar[str]
     opt_in: ClassVar[bool] = False  # runs only when selected (or enabled by the policy)
+    needs_targets: ClassVar[bool] = False  # runs only when the policy names targets (PORT201+)
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         raise NotImplementedError

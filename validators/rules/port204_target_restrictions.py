@@ -1,0 +1,54 @@
+"""PORT204 target-restrictions (per target)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from portable.findings import Finding, Severity
+from portable.validators.context import ModelContext
+from portable.validators.rules.base import Rule
+
+__all__ = ["TargetRestrictions"]
+
+
+class TargetRestrictions(Rule):
+    """Per target (``--target``): the restrictions the target's table states for the ops the model
+    uses, which portable does not check (information).
+
+    The tables word them as free text (``Only 2D Conv is supported.``, ```axes` must be an
+    initializer``); the usability checker prints them the same way, as caveats to check by hand.
+    One finding per target and op, at its first node, with the node count.
+
+    *Why*: a node the table lists can still be refused for an attribute or a shape the table
+    restricts; knowing which restrictions apply narrows what to check before the device build.
+
+    *Bad*: ``Conv`` with a 3-D kernel on ``--target nnapi`` (``Only 2D Conv is supported.``).
+
+    *Fix*: check each restriction against the model; where one is not met, the node falls back
+    (or the build fails): change the PyTorch code that exports it.
+    """
+
+    id = "PORT204"
+    name = "target-restrictions"
+    severity = Severity.INFO
+    message = "{target}: {count} {op} node{s}; its table states: {notes} (not checked)"
+    hint = "check the restriction against these nodes; where it is not met, change the PyTorch code that exports them"
+    opt_in = True
+    needs_targets = True
+
+    def check(self, ctx: ModelContext) -> Iterator[Finding]:
+        main = ctx.scopes[0]
+        facts = ctx.targets.facts
+        for name, analysis in ctx.targets:
+            supported = [v.index for v in analysis.verdicts if v.supported]
+            counts = Counter(facts.nodes[i].op_type for i in supported)
+            first: dict[str, int] = {}
+            for i in supported:
+                first.setdefault(facts.nodes[i].op_type, i)
+            for op, index in first.items():
+                node = facts.nodes[index]
+                entry = analysis.profile.entry(node.domain, node.op_type)
+                if entry is not None and entry.notes:
+                    yield self.finding(ctx.location(main, index, node), target=name, count=counts[op], op=op,
+                                       s="" if counts[op] == 1 else "s", notes=entry.notes)

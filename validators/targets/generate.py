@@ -1,0 +1,207 @@
+"""Regenerate the target profiles from the runtimes' own tables.
+
+    python -m portable.validators.targets.generate [NAME ...] [--source FILE] [--check]
+
+Each target is a :class:`Spec`: its pinned upstream files (:mod:`.sources`), the parser that reads
+them (:mod:`.parsers`) and what portable states about how the target runs (which runtime, where
+a node it cannot run goes). The profile it writes is ``validators/targets/profiles/NAME.json``.
+``--check`` writes nothing and exits 1 when a committed profile differs from what its sources give.
+``--source FILE`` reads FILE instead of a target's (single) pinned file, e.g. a newer checkout's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from portable.validators.targets import parsers
+from portable.validators.targets.parsers import Parsed
+from portable.validators.targets.profile import Profile, Source, profile_path
+from portable.validators.targets.sources import Pinned, SourceMissing, read
+
+__all__ = ["SPECS", "Spec", "generate", "main"]
+
+ORT = "microsoft/onnxruntime"
+QNN = "onnxruntime/onnxruntime-qnn"
+QNN_COMMIT = "cee6c0d91e583d43f5ecef6391e93c19b4042c0f"
+TRACT = "sonos/tract"
+TRACT_COMMIT = "38b383fbd8ee33873fd0b58fcc23480011554c0c"
+
+KERNELS = Pinned(ORT, "docs/OperatorKernels.md", "1817f4a81072c49dea2984853edca412674d66fb",
+                 "7cc57a636362fe3ece449ec2bb839211e78d6a29",
+                 via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: this commit is the last that changed the file")
+TENSORRT = Pinned("onnx/onnx-tensorrt", "docs/operators.md", "96e781103cfc4adf4a6bb557e94bac8e693f6f4c",
+                  "f32b1da71687773afb6ad032677c9c08f778caa6", via="tag release/10.1-GA")
+OPENVINO = Pinned("openvinotoolkit/openvino", "src/frontends/onnx/docs/supported_ops.md",
+                  "0ae60f0ffec990b581cf29cae47563090e5deca0", "0243dafeb6f773bbdfefe82b20d97505983402a9",
+                  via="the code index's text of the file at this commit (the repository is too large to fetch here), "
+                      "laid out in the file's column widths: the same 58,710 characters")
+QNN_BUILDERS = Pinned(QNN, "onnxruntime/core/providers/qnn/builder/op_builder_factory.cc", QNN_COMMIT,
+                      "5597fab8a5178da9beab5642ca15aba3520b48e4")
+QNN_TYPES = Pinned(QNN, "onnxruntime/core/providers/qnn/builder/qnn_utils.cc", QNN_COMMIT,
+                   "ba614f093ed7a3c344c09b7ebb4f2a24b29680c9")
+NNAPI = Pinned(ORT, "tools/ci_build/github/android/nnapi_supported_ops.md", "", None,
+               wheel="tools/mobile_helpers/nnapi_supported_ops.md")
+COREML = Pinned(ORT, "tools/ci_build/github/apple/coreml_supported_mlprogram_ops.md", "", None,
+                wheel="tools/mobile_helpers/coreml_supported_mlprogram_ops.md")
+CHECKER = Pinned(ORT, "tools/python/util/mobile_helpers/usability_checker.py", "", None,
+                 wheel="tools/mobile_helpers/usability_checker.py")
+_TRACT_BLOBS = {
+    "array/mod.rs": "64990bc6ffe4c02a04fb326677a2fbd6fa412f87", "cast.rs": "7ad2471f732ae3f17f28b75501960d7ea4e51c8d",
+    "cumsum.rs": "6a5bf1eb75895b7401bb9bef5e6bf15d409563d6", "d2s.rs": "1e7f61653f8b442fef84a964ed96ba45f56eb843",
+    "fft.rs": "0f04ae1fcb7579ba07380a04752a05b58c9e537f", "logic.rs": "5f5b8e3f6c783d63d84a3d02a530929f8c438952",
+    "math.rs": "76ba0413271ba4015e94694089767e0fe54eefc1", "ml/category_mapper.rs": "cef6dd62c18f5d0ac0753f854ab16ad24d9172f6",
+    "ml/linear_classifier.rs": "c69de68ed490da641898b70ec30cb0257376db85",
+    "ml/linear_regressor.rs": "00a0d226bd0fa13714836ad9344f19dece2fa3d6",
+    "ml/normalizer.rs": "fbdfe370309bf059d6c39195edb1ed25fe35c552",
+    "ml/tree_ensemble_classifier.rs": "bd8c80f68c8c3404083672fb1cf7c1ccac0cfd0d", "mod.rs": "1698716ef5100d46c8dc05734c799cb2f02f2cc2",
+    "nn/mod.rs": "db808553ff7a3174d9bf8cf448230088f0f60a68", "quant.rs": "afd6f8b12de8f72deee0b47e29323a2b1a8c4a53",
+    "random.rs": "601ef95ba92ac8306bb82072436b31c353044116", "rec.rs": "5ffb4697e9ac272c3149d39cf5b3637020757a84",
+    "s2d.rs": "a0796b4c4800f3f92cbf63c240d31e45921d871c",
+}
+TRACT_FILES = tuple(Pinned(TRACT, f"onnx/src/ops/{name}", TRACT_COMMIT, blob) for name, blob in _TRACT_BLOBS.items())
+
+# The casts portable would apply where a target lacks a type but has its narrower sibling.
+NARROWER = (("float64", "float32"), ("int64", "int32"))
+
+
+@dataclass(frozen=True)
+class Built:
+    """A parser's result plus what the estimate needs from the usability checker."""
+
+    parsed: Parsed
+    fixed_sizes: bool = False
+    max_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One target: how it runs (portable's modelling) and where its support data comes from."""
+
+    name: str
+    title: str
+    runtime: str
+    fallback: str | None  # where an unsupported node runs; None: the model does not load
+    pins: tuple[Pinned, ...]
+    build: Callable[[Sequence[str]], Built]
+    holds: tuple[str, ...]
+    lacks: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _kernels(provider: str) -> Callable[[Sequence[str]], Built]:
+    return lambda texts: Built(parsers.ort_kernels(texts[0], provider))
+
+
+def _mobile(texts: Sequence[str], coreml: bool) -> Built:
+    settings = parsers.usability_settings(texts[1])
+    rank = settings["coreml_max_rank"] if coreml else None
+    return Built(parsers.mobile_ops(texts[0]), fixed_sizes=bool(settings["fixed_sizes"]),
+                 max_rank=rank if isinstance(rank, int) else None)
+
+
+def _qnn(texts: Sequence[str]) -> Built:
+    ops = parsers.qnn_builders(texts[0]).ops
+    return Built(Parsed(ops=ops, element_types=parsers.qnn_element_types(texts[1])))
+
+
+_NO_RESTRICTIONS = "restrictions: the table states none (attribute and shape limits live in the kernels' code)"
+_CAVEATS = "restrictions: the table's caveats are kept as notes and reported, not checked"
+
+SPECS: dict[str, Spec] = {s.name: s for s in (
+    Spec("ort-cpu", "ONNX Runtime, CPU execution provider", "onnxruntime", None, (KERNELS,), _kernels("CPUExecutionProvider"),
+         ("ops", "opsets (kernel version ranges)", "types (per type constraint)"), (_NO_RESTRICTIONS,),
+         ("The CPU EP is the last resort: a node it has no kernel for fails the session (NOT_IMPLEMENTED).",)),
+    Spec("ort-cuda", "ONNX Runtime, CUDA execution provider", "onnxruntime", "CPUExecutionProvider", (KERNELS,),
+         _kernels("CUDAExecutionProvider"), ("ops", "opsets (kernel version ranges)", "types (per type constraint)"),
+         (_NO_RESTRICTIONS,)),
+    Spec("tensorrt", "TensorRT (ONNX Runtime's TensorRT EP, onnx-tensorrt parser)", "onnxruntime", "CUDAExecutionProvider",
+         (TENSORRT,), lambda texts: Built(parsers.tensorrt_ops(texts[0])),
+         ("ops (Y/N)", "types of the data input", "restrictions (free text)", "element types", "casts it applies",
+          "model opset range"),
+         ("opsets per op: one row per op for the whole opset range", _CAVEATS),
+         ("Standalone TensorRT (trtexec) has no fallback: an unsupported node fails the build.",)),
+    Spec("openvino", "OpenVINO (its ONNX frontend)", "openvino", None, (OPENVINO,),
+         lambda texts: Built(parsers.openvino_ops(texts[0])),
+         ("ops", "op versions (the versions a translator is registered for)", "limitations (free text)"),
+         ("types: the table states no element types (device plugins decide)", _CAVEATS),
+         ("An op the frontend does not translate fails read_model: there is no fallback.",)),
+    Spec("qnn", "Qualcomm QNN (ONNX Runtime's QNN EP)", "onnxruntime", "CPUExecutionProvider", (QNN_BUILDERS, QNN_TYPES), _qnn,
+         ("ops (registered op builders, by op type)", "element types (the EP's ONNX -> QNN type map)"),
+         ("opsets and per-op types: the registry states none",
+          "restrictions: each builder checks attributes and asks the QNN backend in code, at session creation"),
+         ("HTP backend limits (e.g. on int64) are checked by the QNN SDK on the device and are not in these sources.",)),
+    Spec("nnapi", "Android NNAPI (ONNX Runtime's NNAPI EP)", "onnxruntime", "CPUExecutionProvider", (NNAPI, CHECKER),
+         lambda texts: _mobile(texts, coreml=False), ("ops", "caveats (free text)", "the usability checker's settings"),
+         ("opsets and types: the table states none", _CAVEATS)),
+    Spec("coreml", "Apple CoreML, ML Program (ONNX Runtime's CoreML EP)", "onnxruntime", "CPUExecutionProvider",
+         (COREML, CHECKER), lambda texts: _mobile(texts, coreml=True),
+         ("ops", "caveats (free text)", "the usability checker's settings (rank limit)"),
+         ("opsets and types: the table states none", _CAVEATS),
+         ("The NeuralNetwork format has its own table (coreml_supported_neuralnetwork_ops.md): not profiled.",)),
+    Spec("tract", "tract (Sonos), its ONNX loader", "tract", None, TRACT_FILES,
+         lambda texts: Built(parsers.tract_registry(texts)),
+         ("ops (registered by op type)",), ("opsets, types and restrictions: the registry states none",),
+         ("An op tract has no builder for fails the load: there is no fallback.",)),
+)}
+
+
+def _preferred(parsed: Parsed) -> tuple[tuple[str, str], ...]:
+    """The casts the sources state, then those their element type list implies (a type absent, its
+    narrower sibling present)."""
+    found = dict(parsed.prefer)
+    types = set(parsed.element_types or ())
+    for wide, narrow in NARROWER:
+        if parsed.element_types is not None and wide not in types and narrow in types:
+            found.setdefault(wide, narrow)
+    return tuple(sorted(found.items()))
+
+
+def generate(name: str, override: Path | None = None) -> Profile:
+    """The profile of target ``name`` from its sources (``SourceMissing`` when one is not here)."""
+    spec = SPECS[name]
+    if override is not None and len(spec.pins) != 1:
+        raise SourceMissing(f"{name} has {len(spec.pins)} source files: --source takes a target with one")
+    read_in = [read(pin, override) for pin in spec.pins]
+    built = spec.build([text for text, _ in read_in])
+    parsed = built.parsed
+    sources: tuple[Source, ...] = tuple(source for _, source in read_in)
+    return Profile(name=spec.name, title=spec.title, runtime=spec.runtime, fallback=spec.fallback, sources=sources,
+                   holds=spec.holds, lacks=spec.lacks, notes=spec.notes + parsed.notes, opset_range=parsed.opset_range,
+                   element_types=parsed.element_types, prefer=_preferred(parsed), fixed_sizes=built.fixed_sizes,
+                   max_rank=built.max_rank, expands_functions=spec.runtime == "onnxruntime", ops=dict(parsed.ops))
+
+
+def _one(name: str, override: Path | None, check: bool) -> int:
+    try:
+        text = generate(name, override).to_json()
+    except SourceMissing as exc:
+        print(f"{name}: skipped: {exc}", file=sys.stderr)
+        return 0
+    path = profile_path(name)
+    if check:
+        same = path.is_file() and path.read_text(encoding="utf-8") == text
+        print(f"{name}: {'up to date' if same else 'DIFFERS from its sources'}", file=sys.stderr)
+        return 0 if same else 1
+    path.write_text(text, encoding="utf-8")
+    print(f"{name}: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"targets (default: all): {', '.join(SPECS)}")
+    parser.add_argument("--source", type=Path, default=None, help="read this file instead of the pinned one")
+    parser.add_argument("--check", action="store_true", help="compare with the committed profiles; write nothing")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in SPECS]
+    if unknown:
+        parser.error(f"unknown target(s) {', '.join(unknown)} (known: {', '.join(SPECS)})")
+    return max((_one(name, args.source, args.check) for name in args.names or SPECS), default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Parsers of the runtimes' own support tables, one function per upstream format.
+
+Each takes the upstream file's text and returns a :class:`Parsed`: the op rows and whatever else
+the file states (element types, preferred casts, an opset range). What a file does not state stays
+``None``/empty: nothing is filled in by hand. Formats (in the upstream repositories):
+
+- ONNX Runtime ``docs/OperatorKernels.md`` (generated from the registered kernels): per execution
+  provider, ``|Op|params|versions|types|`` rows, continuation rows ``|||versions|types|``.
+- ONNX Runtime ``nnapi_supported_ops.md`` / ``coreml_supported_*_ops.md``: ``|domain:Op|caveats|``,
+  read as ORT's ``usability_checker._SupportedOpsChecker`` reads them; the checker's own settings
+  (fixed input sizes, CoreML's rank limit) from ``usability_checker.py``.
+- onnx-tensorrt ``docs/operators.md``: ``| Op | Y/N | types | restrictions |`` and the data-type notes.
+- OpenVINO ``src/frontends/onnx/docs/supported_ops.md``: ``|domain|Op|supported versions|defined|limitation|``.
+- ONNX Runtime QNN EP ``op_builder_factory.cc`` (``Create*OpBuilder("Op", ...)``) and ``qnn_utils.cc``
+  (the ONNX -> QNN element type map).
+- tract ``onnx/src/**.rs`` (``reg.insert("Op", ...)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from portable.validators.targets.profile import ANY_DOMAIN, OpEntry, VersionRange
+
+__all__ = [
+    "Parsed",
+    "mobile_ops",
+    "openvino_ops",
+    "ort_kernels",
+    "qnn_builders",
+    "qnn_element_types",
+    "tensorrt_ops",
+    "tract_registry",
+    "usability_settings",
+]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one upstream file states."""
+
+    ops: Mapping[str, OpEntry]
+    element_types: tuple[str, ...] | None = None
+    prefer: tuple[tuple[str, str], ...] = ()
+    opset_range: tuple[int, int] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def onnx_type(name: str) -> str:
+    """``float`` -> ``float32``, ``double`` -> ``float64``; ONNX's other names as they are (lower case)."""
+    name = name.strip().lower()
+    return {"float": "float32", "double": "float64"}.get(name, name)
+
+
+# -- ONNX Runtime OperatorKernels.md ------------------------------------------------------
+
+_KERNEL_TYPE = re.compile(r"(seq|optional)?\(?tensor\((\w+)\)\)?")
+
+
+def _kernel_types(cell: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``**T** = tensor(double), tensor(float)<br/> **T1** = tensor(bool)`` -> (("T", ("float64", "float32")), ...)."""
+    out = []
+    for part in cell.split("<br/>"):
+        name, sep, values = part.partition("=")
+        if not sep:
+            continue
+        found = [(kind, onnx_type(t)) for kind, t in _KERNEL_TYPE.findall(values)]
+        types = tuple(f"{kind}({t})" if kind else t for kind, t in found)
+        out.append((name.strip().strip("*"), types))
+    return tuple(out)
+
+
+def _kernel_range(cell: str) -> VersionRange:
+    """``13+``, ``[6, 12]`` or ``13``."""
+    cell = cell.strip()
+    if cell.endswith("+"):
+        return VersionRange(int(cell[:-1]))
+    if cell.startswith("["):
+        low, high = (int(v) for v in cell.strip("[]").split(","))
+        return VersionRange(low, high)
+    return VersionRange(int(cell), int(cell))
+
+
+def _provider_lines(text: str, provider: str) -> list[str]:
+    """The table lines of one execution provider's section."""
+    lines = text.splitlines()
+    head = f"## Operators implemented by {provider}"
+    if head not in lines:
+        raise ValueError(f"no section {head!r} in the kernel table")
+    start = lines.index(head) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [line for line in lines[start:end] if line.startswith("|")]
+
+
+def ort_kernels(text: str, provider: str) -> Parsed:
+    """One execution provider's kernels: per op, its version ranges and types per constraint."""
+    rows: dict[str, list[VersionRange]] = {}
+    domain, op = "ai.onnx", ""
+    for line in _provider_lines(text, provider):
+        cells = line.split("|")[1:-1]
+        if len(cells) != 4 or cells[0].startswith("-") or cells[0].strip() == "Op Name":
+            continue
+        marker = re.match(r"\*\*Operator Domain:\*\* \*(.+)\*", cells[0])
+        if marker:
+            domain = marker.group(1)
+            continue
+        op = cells[0].strip() or op
+        version = _kernel_range(cells[2])
+        rows.setdefault(f"{domain}:{op}", []).append(VersionRange(version.since, version.until, _kernel_types(cells[3])))
+    return Parsed(ops={key: OpEntry(versions=tuple(ranges)) for key, ranges in rows.items()})
+
+
+# -- ONNX Runtime mobile tables (NNAPI, CoreML) and the usability checker -----------------
+
+
+def mobile_ops(text: str) -> Parsed:
+    """``|domain:Op|caveats|`` rows, read as ``_SupportedOpsChecker`` reads them: a line starting
+    with ``|`` that splits into 4 pieces and whose first cell holds ``:``; ``<br/>`` -> space."""
+    ops = {}
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            continue
+        pieces = line.strip().split("|")
+        if len(pieces) == 4 and ":" in pieces[1]:
+            ops[pieces[1]] = OpEntry(notes=pieces[2].replace("<br/>", " ").strip())
+    return Parsed(ops=ops)
+
+
+def _function(tree: ast.AST, name: str) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise ValueError(f"no function {name}() in the usability checker")
+
+
+def _first_assignment(func: ast.FunctionDef, target: str) -> object:
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == target for t in node.targets):
+            if isinstance(node.value, ast.Constant):
+                return node.value.value
+    raise ValueError(f"no constant assignment to {target} in {func.name}()")
+
+
+def usability_settings(text: str) -> dict[str, object]:
+    """What ORT's ``usability_checker.py`` estimates partitions with: ``checker()``'s first
+    ``require_fixed_input_sizes`` and ``check_coreml_partitions()``'s ``max_rank``."""
+    tree = ast.parse(text)
+    return {"fixed_sizes": _first_assignment(_function(tree, "check_ep"), "require_fixed_input_sizes"),
+            "coreml_max_rank": _first_assignment(_function(tree, "check_coreml_partitions"), "max_rank")}
+
+
+# -- onnx-tensorrt docs/operators.md ------------------------------------------------------
+
+_TRT_TYPES = {"FP32": "float32", "FLOAT32": "float32", "FLOAT": "float32", "FP16": "float16", "FLOAT16": "float16",
+              "BF16": "bfloat16", "BFLOAT16": "bfloat16", "DOUBLE": "float64", "FP8": "float8e4m3fn", "INT4": "int4",
+              "INT8": "int8", "UINT8": "uint8", "INT32": "int32", "INT64": "int64", "BOOL": "bool"}
+
+
+def _trt_types(cell: str, op: str, unread: list[str]) -> tuple[str, ...]:
+    out = []
+    for token in (t.strip() for t in cell.split(",")):
+        if token in _TRT_TYPES:
+            out.append(_TRT_TYPES[token])
+        elif token:
+            unread.append(f"{op}: type {token!r} is not a TensorRT type name; left out")
+    return tuple(out)
+
+
+def _trt_header(text: str) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...], tuple[int, int] | None]:
+    listed = re.search(r"supports the following ONNX data types: ([A-Z0-9, ]+?)(?:, and | and )([A-Z0-9]+)", text)
+    types = None
+    if listed:
+        types = tuple(dict.fromkeys(_TRT_TYPES[t.strip()] for t in (*listed.group(1).split(","), listed.group(2))
+                                    if t.strip() in _TRT_TYPES))
+    casts = tuple((_TRT_TYPES[a], _TRT_TYPES[b]) for a, b in re.findall(r"cast (\w+) down to (\w+)", text)
+                  if a in _TRT_TYPES and b in _TRT_TYPES)
+    opsets = re.search(r"range of opset (\d+) to opset (\d+)", text)
+    return types, casts, (int(opsets.group(1)), int(opsets.group(2))) if opsets else None
+
+
+def tensorrt_ops(text: str) -> Parsed:
+    """The operator matrix (``Y``/``N``, types, restrictions) and the data-type notes above it."""
+    ops: dict[str, OpEntry] = {}
+    unread: list[str] = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or cells[1] not in ("Y", "N") or not re.fullmatch(r"\w+", cells[0]):
+            continue
+        listed = _trt_types(cells[2], cells[0], unread) if len(cells) > 2 else ()
+        caveat = re.sub(r"<br\s*/?>", " ", cells[3]).strip() if len(cells) > 3 else ""
+        ops[f"ai.onnx:{cells[0]}"] = OpEntry(supported=cells[1] == "Y", data_types=listed or None, notes=caveat)
+    types, casts, opsets = _trt_header(text)
+    notes = tuple(line.lstrip("> ").strip() for line in text.splitlines() if line.startswith("> Note:"))
+    return Parsed(ops=ops, element_types=types, prefer=casts, opset_range=opsets, notes=notes + tuple(unread))
+
+
+# -- OpenVINO ONNX frontend supported_ops.md ----------------------------------------------
+
+
+def _since_ranges(cell: str) -> tuple[VersionRange, ...]:
+    """``14, 13, 7`` (the op versions a translator is registered for) -> 7..12, 13..13, 14+:
+    each registration serves its version up to the next one."""
+    since = sorted({int(v) for v in cell.split(",") if v.strip()})
+    return tuple(VersionRange(v, since[i + 1] - 1 if i + 1 < len(since) else None) for i, v in enumerate(since))
+
+
+def openvino_ops(text: str) -> Parsed:
+    """``|domain|Op|supported versions|defined versions|limitation|`` rows; domain "" is ai.onnx;
+    a row without supported versions is an op the frontend does not translate."""
+    ops = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not re.fullmatch(r"[\w.]+", cells[1]) or cells[1] == "Operation":
+            continue
+        domain, op, supported, _defined, limitation = cells
+        ranges = _since_ranges(supported)
+        ops[f"{domain or 'ai.onnx'}:{op}"] = OpEntry(supported=bool(ranges), versions=ranges or None, notes=limitation)
+    return Parsed(ops=ops)
+
+
+# -- QNN EP op builders and type map -------------------------------------------------------
+
+
+def qnn_builders(text: str) -> Parsed:
+    """Every ``Create<Kind>OpBuilder("Op", *this)`` registration; looked up by op type alone."""
+    names = re.findall(r"Create\w*OpBuilder\(\s*\"(\w+)\"", text)
+    return Parsed(ops={f"{ANY_DOMAIN}:{name}": OpEntry() for name in names})
+
+
+def qnn_element_types(text: str) -> tuple[str, ...]:
+    """The ONNX element types of ``OnnxDataTypeToQnnDataType``'s (not quantized) map."""
+    block = re.search(r"onnx_to_qnn_data_type = \{(.*?)\};", text, re.DOTALL)
+    if block is None:
+        raise ValueError("no onnx_to_qnn_data_type map in qnn_utils.cc")
+    return tuple(onnx_type(t) for t in re.findall(r"ONNX_TENSOR_ELEMENT_DATA_TYPE_(\w+)", block.group(1)))
+
+
+# -- tract ---------------------------------------------------------------------------------
+
+
+def tract_registry(texts: Iterable[str]) -> Parsed:
+    """Every ``reg.insert("Op", ...)`` in tract-onnx's sources; tract looks ops up by type alone."""
+    names = sorted({name for text in texts for name in re.findall(r"reg\.insert\(\s*\"(\w+)\"", text)})
+    return Parsed(ops={f"{ANY_DOMAIN}:{name}": OpEntry() for name in names})
