@@ -20,6 +20,9 @@ from portable.validators.rules.port012_randomness import NoRandomness
 from portable.validators.rules.port013_dtypes import AllowedDtypes
 from portable.validators.rules.port014_ort_session import OrtSession
 from portable.validators.rules.port015_finite_weights import FiniteWeights
+from portable.validators.rules.port030_qdq_8bit import Qdq8Bit
+from portable.validators.rules.port031_qdq_constants import QdqConstantParams
+from portable.validators.rules.port032_qdq_per_axis import QdqPerAxisWeights
 
 __all__ = ["ALL_RULES", "RULE_INFOS", "Rule", "get_rule"]
 
@@ -39,6 +42,10 @@ ALL_RULES: tuple[type[Rule], ...] = (
     AllowedDtypes,
     OrtSession,
     FiniteWeights,
+    # the QDQ profile: on by default, they find nothing in a float model (no Q/DQ node)
+    Qdq8Bit,
+    QdqConstantParams,
+    QdqPerAxisWeights,
 )
 
 RULE_INFOS: tuple[RuleInfo, ...] = tuple(rule.info() for rule in ALL_RULES)
