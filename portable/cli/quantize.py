@@ -60,7 +60,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default=None,
               help="Calibration method (ONNX Runtime's). Default: minmax.")
 @click.option("--exclude", multiple=True, metavar="OP|NODE",
-              help="Keep these op types or node names in float (comma-separated, repeatable).")
+              help="Keep these op types or nodes in float (comma-separated, repeatable; op:TYPE and node:NAME say "
+                   "which, a bare value is an op type if the model has it, else a node name).")
 @click.option("--min-sqnr", type=float, default=None, metavar="DB",
               help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written.")
 @click.option("--max-top1-drop", type=float, default=None, metavar="PCT",
@@ -158,10 +159,11 @@ def _accuracy(result: Any) -> list[str]:
 def _nodes(result: Any) -> list[str]:
     if not result.worst_nodes:
         return []
-    lines = ["", "  worst nodes (SQNR of their own Q/DQ pair; --exclude NODE keeps one in float):"]
+    lines = ["", "  worst nodes (SQNR of their output's or weight's own Q/DQ pair; --exclude node:NAME keeps one in "
+                 "float):"]
     for n in result.worst_nodes:
-        lines.append(f"    {n.node or n.tensor:<28} {n.op_type:<14} {_db(n.qdq_sqnr_db):>9}  "
-                     f"vs float {_db(n.vs_float_sqnr_db)}")
+        where = f"vs float {_db(n.vs_float_sqnr_db)}" if n.kind == "activation" else f"its weight {n.tensor}"
+        lines.append(f"    {n.node or n.tensor:<28} {n.op_type:<14} {_db(n.qdq_sqnr_db):>9}  {where}")
     return lines
 
 

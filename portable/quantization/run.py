@@ -9,6 +9,7 @@ them: this package is on the ground floor (``portable/``), as the API and the CL
 from __future__ import annotations
 
 import tempfile
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -47,10 +48,11 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     from portable.exporters.writer import check_target
 
     check_target(plan.output, force)
-    phases = Phases(quiet)
-    with phases.phase("load"):
-        proto, specs = _portable_source(plan)
+    start = time.perf_counter()  # what can be refused is, before any progress line: an error is one line
+    proto, specs = _portable_source(plan)
     calibration, held_out = _samples(plan, proto, specs)
+    phases = Phases(quiet)
+    phases.timings["load"] = round(time.perf_counter() - start, 4)
     with phases.phase("quantize"), quiet_torch():
         quantized = quantize_file(plan.source, plan.settings, calibration)
     with phases.phase("validate"):
