@@ -67,6 +67,10 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--max-top1-drop", type=float, default=None, metavar="PCT",
               help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
 @click.option("--no-latency", is_flag=True, help="Skip the float-vs-int8 latency measurement.")
+@click.option("--duration-ms", default=1000.0, show_default=True, type=click.FloatRange(min=0),
+              help="Least timed duration per model (after the warm-up).")
+@click.option("--warmup-max-ms", default=10000.0, show_default=True, type=click.FloatRange(min=0),
+              help="Most warm-up per model (it goes on until the model is steady; the report says if it was).")
 @click.option("--no-per-node", is_flag=True, help="Skip the per-node error analysis.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -77,7 +81,8 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
              eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
              activations: str | None, weights: str | None, per_channel: bool | None, method: str | None,
              exclude: tuple[str, ...], min_sqnr: float | None, max_top1_drop: float | None, no_latency: bool,
-             no_per_node: bool, force: bool, fmt: str, config: str | None, quiet: bool) -> None:
+             duration_ms: float, warmup_max_ms: float, no_per_node: bool, force: bool, fmt: str, config: str | None,
+             quiet: bool) -> None:
     """Quantize MODEL (portable, float) to 8-bit QDQ with ONNX Runtime's quantization tooling.
 
     The result is validated against the contract and the QDQ profile (PORT030-PORT032); its
@@ -100,7 +105,8 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
                               target=target, activations=activations, weights=weights, per_channel=per_channel,
                               method=method, exclude=[e for item in exclude for e in item.split(",")],
                               int_ranges=_int_ranges(int_range), min_sqnr=min_sqnr, max_top1_drop=max_top1_drop,
-                              latency=not no_latency, per_node=not no_per_node, policy=load_policy(config),
+                              latency=not no_latency, timing=_timing(duration_ms, warmup_max_ms),
+                              per_node=not no_per_node, policy=load_policy(config),
                               force=force, quiet=quiet or fmt != "text")
     except QuantizeFailed as exc:
         click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
@@ -111,8 +117,16 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
     raise click.exceptions.Exit(int(result.exit_code))
 
 
+def _timing(duration_ms: float, warmup_max_ms: float) -> Any:
+    from portable.runners.timing import TimingConfig
+
+    warmup_max = warmup_max_ms / 1e3
+    return TimingConfig(warmup_seconds=min(0.2, warmup_max), warmup_max_seconds=warmup_max, min_seconds=duration_ms / 1e3)
+
+
 def render_json(result: Any) -> str:
-    """The quantize report as JSON: its ``exit_code`` is the process's."""
+    """The quantize report as JSON (schema: portable/schemas/quantize.schema.json); its ``exit_code`` is the
+    process's."""
     data = {"schema_version": QUANTIZE_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
             **result.to_dict()}
     return json.dumps(data, indent=2, sort_keys=True)

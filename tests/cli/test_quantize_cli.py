@@ -6,17 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
-from support import fix_fixtures
+from referencing import Registry, Resource
+from support import ROOT, fix_fixtures
 
 QUICK = ("--samples", "16", "--eval-samples", "16", "--no-latency", "--no-per-node")
+SCHEMAS = ROOT / "portable" / "schemas"
+
+
+def _check_schema(data: dict) -> None:
+    resources = [(s["$id"], Resource.from_contents(s)) for s in
+                 (json.loads((SCHEMAS / n).read_text()) for n in ("report.schema.json", "quantize.schema.json"))]
+    schema = json.loads((SCHEMAS / "quantize.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema, registry=Registry().with_resources(resources)).validate(data)
 
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from support import ROOT
-
     from portable.exporters.spec_export import export_spec
 
     path = tmp_path_factory.mktemp("quantize-cli") / "cnn.onnx"
@@ -80,11 +88,21 @@ def test_the_json_report_and_the_exit_code_agree(cli, cnn, tmp_path):
     failed = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--min-sqnr", "150", "--format", "json")
     data = json.loads(failed.stdout)
     assert failed.exit_code == 1 == data["exit_code"] and data["written"] is False and data["budgets_ok"] is False
+    _check_schema(data)
     assert "accuracy budget(s) exceeded" in failed.stderr and _nothing_written(out)
     passed = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--min-sqnr", "20", "--format", "json")
     data = json.loads(passed.stdout)
     assert passed.exit_code == 0 == data["exit_code"] and data["written"] is True and data["budgets_ok"] is True
     assert data["budget_checks"][0]["budget"] == "min-sqnr" and out.is_file()
+    _check_schema(data)
+    with_latency = cli("quantize", str(cnn), "-o", str(out), "--samples", "8", "--eval-samples", "8", "--force",
+                       "--duration-ms", "50", "--warmup-max-ms", "200", "--format", "json")
+    data = json.loads(with_latency.stdout)
+    assert with_latency.exit_code == 0 and data["latency"]["batch"] == 8 and len(data["worst_nodes"]) == 10
+    _check_schema(data)
+    del data["latency"]["spinning"]
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail
+        _check_schema(data)
 
 
 def test_unknown_target_and_bad_int_range_are_usage_errors(cli, cnn, tmp_path):
