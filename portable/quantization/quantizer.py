@@ -4,7 +4,7 @@ Steps, in a temporary folder: ``quant_pre_process`` with its shape inference onl
 file is already optimized; ORT's optimizer step would save an ORT-optimized graph that imports
 eight more domains and may fuse into ORT-only forms), then ``quantize_static`` in QDQ format.
 ONNX Runtime's chatter is held back: its Python logging (the "consider pre-processing" warning)
-by the caller's ``quiet_torch``, the prints of its histogram calibrators ("Collecting tensor
+by the caller's ``quiet_libraries``, the prints of its histogram calibrators ("Collecting tensor
 data and making histogram ...") by a redirect of stdout here, its C++ log below errors.
 """
 

@@ -1,6 +1,10 @@
 """The quantize run, phase by phase: load (the input must honour the contract), samples, quantize,
 validate, accuracy, nodes, latency, write. Everything that can be refused is refused before the
-quantizer runs; nothing is written unless the result is portable and within its budgets.
+quantizer runs. The quantized model goes through the shared artefact step
+(:mod:`portable.exporters.artefact`): stamped, validated and fingerprinted as the file it will be,
+staged beside its target; every measurement reads that staged file, so the figures are the
+written file's; it is renamed onto the target, with its manifest, only when it honours the
+contract and its budgets, and otherwise removed.
 
 The upper folders (exporters, validators, runners) are imported inside the functions that use
 them: this package is on the ground floor (``portable/``), as the API and the CLI are.
@@ -8,20 +12,22 @@ them: this package is on the ground floor (``portable/``), as the API and the CL
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from portable.errors import InputError, UsageError
-from portable.quantization import artefact
-from portable.quantization.accuracy import check_budgets, compare_outputs
-from portable.quantization.api import Plan
+from portable.io import terminate_as_interrupt
+from portable.progress import Phases
+from portable.quantization.accuracy import OutputAccuracy, check_budgets, compare_outputs
 from portable.quantization.data import (
     CALIBRATION_SEED_SALT,
     HELD_OUT_SEED_SALT,
@@ -31,11 +37,17 @@ from portable.quantization.data import (
     load_samples,
     seeded_samples,
 )
+from portable.quantization.plan import Plan
 from portable.quantization.quantizer import exclusions, quantize_file
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
+from portable.quiet import quiet_libraries
 
-__all__ = ["PER_NODE_SAMPLES", "RANDOM_CALIBRATION_NOTE", "run"]
+if TYPE_CHECKING:
+    from portable.exporters.artefact import Staged
 
+__all__ = ["PER_NODE_SAMPLES", "PRECISION", "RANDOM_CALIBRATION_NOTE", "run"]
+
+PRECISION = "int8-qdq"  # the manifest's and metadata's ``portable.precision`` of a quantized file
 PER_NODE_SAMPLES = 8  # held-out samples the per-node analysis runs on: it holds every activation of both models
 RANDOM_CALIBRATION_NOTE = ("calibrated on seeded random data, which is not your data's distribution: the ranges, "
                            "and so the accuracy figures, are those of random inputs; pass --calibration FILE.npz "
@@ -43,8 +55,6 @@ RANDOM_CALIBRATION_NOTE = ("calibrated on seeded random data, which is not your 
 
 
 def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
-    from portable.exporters.progress import Phases
-    from portable.exporters.quiet import quiet_torch
     from portable.exporters.writer import check_target
 
     check_target(plan.output, force)
@@ -53,23 +63,48 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     calibration, held_out = _samples(plan, proto, specs)
     phases = Phases(quiet)
     phases.timings["load"] = round(time.perf_counter() - start, 4)
-    with phases.phase("quantize"), quiet_torch():
+    with phases.phase("quantize"), quiet_libraries():
         quantized = quantize_file(plan.source, plan.settings, calibration)
-    with phases.phase("validate"):
-        staged = artefact.stage(quantized, plan.output, plan.policy, _batch_stamp(proto))
-    result = _result(plan, calibration, held_out, staged)
-    with tempfile.TemporaryDirectory(prefix="portable-int8-") as tmp, quiet_torch():
-        int8 = Path(tmp) / plan.output.name
-        int8.write_bytes(staged.data)
-        result = _measure(plan, result, int8, held_out, phases)
-    return _finish(plan, result, staged, phases, force)
+    with terminate_as_interrupt(), contextlib.ExitStack() as stages:
+        with phases.phase("validate"):
+            staged = _stage(stages, quantized, plan, _batch_stamp(proto), force)
+        result = _result(plan, calibration, held_out, staged, quantized)
+        with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
+            result = _measure(plan, result, float_model, int8_model, held_out, phases)
+        _judge(replace(result, timings=dict(phases.timings)))
+        return _write(staged, plan, result, phases)
+
+
+def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan, batch: str | int,
+           force: bool) -> Staged:
+    """The quantized model through the artefact step (its temporary file removed when ``stages`` closes)."""
+    import onnx_ir as ir
+
+    from portable.exporters.artefact import stage
+    from portable.exporters.manifest import stamp
+
+    with quiet_libraries():
+        return stages.enter_context(stage(ir.from_proto(quantized), plan.output, plan.policy,
+                                          lambda proto: stamp(proto, plan.policy, PRECISION, batch), force=force,
+                                          what="the quantized model"))
+
+
+@contextlib.contextmanager
+def _workdir(source: Path, staged: Path) -> Iterator[tuple[Path, Path]]:
+    """Both models under names in a folder of our own (symbolic links, nothing copied): ONNX Runtime's
+    quantization tools write helper files beside the models they read (``NAME-inferred.onnx``), which
+    must land neither beside the user's model nor in the output folder."""
+    with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
+        float_model, int8_model = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        float_model.symlink_to(source.resolve())
+        int8_model.symlink_to(staged.resolve())
+        yield float_model, int8_model
 
 
 def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
     """The input's graph (weights left in the file), once it is shown to honour the contract."""
     from portable.runners.inputs import io_of_proto
     from portable.validators import validate
-    from portable.validators.lean import release
     from portable.validators.loading import load_model_file
 
     report = validate(plan.source, plan.policy)
@@ -81,8 +116,9 @@ def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
         raise UsageError(f"not portable ({len(failing)} finding(s); first: {first.rule_id} {first.message}); "
                          "quantize takes a portable float model", path=str(plan.source),
                          hint=f"portable fix {plan.source} -o FIXED.onnx, then quantize FIXED.onnx")
-    proto = load_model_file(plan.source).proto
-    release(proto)
+    loaded = load_model_file(plan.source)
+    loaded.close()  # the graph is read below, not the weights
+    proto = loaded.proto
     if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
         raise UsageError("already quantized (it has QuantizeLinear/DequantizeLinear nodes)", path=str(plan.source))
     exclusions(proto, plan.settings.exclude)
@@ -123,33 +159,35 @@ def _batch_stamp(proto: onnx.ModelProto) -> str | int:
     return dims[0].dim_value if dims and dims[0].HasField("dim_value") else "dynamic"
 
 
-def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: artefact.Staged) -> QuantizeResult:
+def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: Staged,
+            quantized: onnx.ModelProto) -> QuantizeResult:
     seeded = plan.calibration is None
-    ops = Counter(n.op_type for n in staged.proto.graph.node)
+    ops = Counter(n.op_type for n in quantized.graph.node)
     return QuantizeResult(plan.source, plan.output, plan.settings,
                           SampleSet(calibration.source, calibration.count, seeded),
                           SampleSet(held_out.source, held_out.count, plan.eval_data is None and seeded),
                           plan.budgets, report=staged.report, fingerprint=staged.fingerprint,
                           ops={"QuantizeLinear": ops["QuantizeLinear"], "DequantizeLinear": ops["DequantizeLinear"],
-                               "nodes": len(staged.proto.graph.node)},
+                               "nodes": len(quantized.graph.node)},
                           notes=(RANDOM_CALIBRATION_NOTE,) if seeded else ())
 
 
-def _measure(plan: Plan, result: QuantizeResult, int8: Path, held_out: Samples, phases: Any) -> QuantizeResult:
+def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, held_out: Samples,
+             phases: Phases) -> QuantizeResult:
     """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples."""
     with phases.phase("accuracy"):
-        accuracy = _accuracy(plan.source, int8, held_out)
+        accuracy = _accuracy(float_model, int8, held_out)
         result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy))
     if plan.per_node:
         from portable.quantization.nodes import worst_nodes
 
         with phases.phase("nodes"):
-            result = replace(result, worst_nodes=worst_nodes(plan.source, int8, _first(held_out, PER_NODE_SAMPLES)))
+            result = replace(result, worst_nodes=worst_nodes(float_model, int8, _first(held_out, PER_NODE_SAMPLES)))
     if plan.latency:
         from portable.quantization.speed import compare_latency
 
         with phases.phase("latency"):
-            result = replace(result, latency=compare_latency(plan.source, int8, _latency_feeds(held_out),
+            result = replace(result, latency=compare_latency(float_model, int8, _latency_feeds(held_out),
                                                              plan.timing))
     return result
 
@@ -166,10 +204,10 @@ def _latency_feeds(held_out: Samples) -> dict[str, np.ndarray]:
     return {k: np.concatenate([v] * reps)[:held_out.batch] for k, v in held_out.arrays.items()}
 
 
-def _accuracy(source: Path, int8: Path, held_out: Samples) -> tuple[Any, ...]:
+def _accuracy(source: Path, int8: Path, held_out: Samples) -> tuple[OutputAccuracy, ...]:
     from portable.quantization.speed import cpu_session
 
-    float_session, int8_session = cpu_session(source), cpu_session(int8)
+    float_session, int8_session = cpu_session(source, "the float model"), cpu_session(int8, "the int8 model")
     names = [o.name for o in float_session.get_outputs()]
     expected: list[list[np.ndarray]] = [[] for _ in names]
     actual: list[list[np.ndarray]] = [[] for _ in names]
@@ -180,9 +218,8 @@ def _accuracy(source: Path, int8: Path, held_out: Samples) -> tuple[Any, ...]:
     return compare_outputs(names, [np.concatenate(e) for e in expected], [np.concatenate(a) for a in actual])
 
 
-def _finish(plan: Plan, result: QuantizeResult, staged: artefact.Staged, phases: Any, force: bool) -> QuantizeResult:
-    """Refuse a result that fails the contract or a budget (nothing written), else write it."""
-    result = replace(result, timings=dict(phases.timings))
+def _judge(result: QuantizeResult) -> None:
+    """Refuse a result that fails the contract or a budget (:class:`QuantizeFailed`: nothing is written)."""
     if result.findings:
         first = result.findings[0]
         raise QuantizeFailed(f"the quantized model fails the contract ({len(result.findings)} finding(s); first: "
@@ -192,17 +229,22 @@ def _finish(plan: Plan, result: QuantizeResult, staged: artefact.Staged, phases:
         raise QuantizeFailed(f"{len(failed)} accuracy budget(s) exceeded (first: {failed[0].budget} on "
                              f"{failed[0].output}: {failed[0].measured:.4g} vs {failed[0].limit:g}); nothing written",
                              result)
+
+
+def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:
+    from portable.exporters.artefact import commit
+
     with phases.phase("write"):
-        manifest = _manifest(plan, result, staged)
-        artefact.write(staged, plan.output, manifest, force)
+        written = commit([staged])
+        written.write_manifest(_manifest(plan, replace(result, timings=dict(phases.timings)), staged))
     return replace(result, written=True, timings=dict(phases.timings))
 
 
-def _manifest(plan: Plan, result: QuantizeResult, staged: artefact.Staged) -> dict[str, Any]:
+def _manifest(plan: Plan, result: QuantizeResult, staged: Staged) -> dict[str, Any]:
     from portable.exporters.manifest import build_manifest
 
     manifest = build_manifest(staged.proto, file=plan.output.name, fingerprint=staged.fingerprint,
-                              size=len(staged.data), precision=artefact.PRECISION,
+                              size=staged.size, precision=PRECISION,
                               batch=_batch_stamp(staged.proto), policy=plan.policy, report=staged.report.to_dict(),
                               parity=None, timings=dict(result.timings), spec=None)
     manifest["quantization"] = {"source": str(plan.source), "source_fingerprint": _fingerprint_of(plan.source),
@@ -211,11 +253,8 @@ def _manifest(plan: Plan, result: QuantizeResult, staged: artefact.Staged) -> di
 
 
 def _fingerprint_of(path: Path) -> str | None:
-    from portable.validators.lean import release
     from portable.validators.loading import load_model_file
 
-    proto = load_model_file(path).proto
-    try:
-        return next((p.value for p in proto.metadata_props if p.key == "portable.fingerprint"), None)
-    finally:
-        release(proto)
+    loaded = load_model_file(path)
+    loaded.close()
+    return next((p.value for p in loaded.proto.metadata_props if p.key == "portable.fingerprint"), None)

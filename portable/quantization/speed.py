@@ -2,9 +2,9 @@
 
 The timing is the runners' (``portable.runners.timing``): each session warmed up alone until
 steady, then both timed in round-robin blocks, so machine noise hits them alike and the ratio
-is what to read. Both sessions are made with ONNX Runtime's intra- and inter-op spinning off
-(``session.intra_op.allow_spinning=0``): a session that waits for work with its threads
-spinning would take the cores from the one being timed.
+is what to read. Both sessions come from the runners' session factory with ONNX Runtime's
+intra-op spinning off (``session.intra_op.allow_spinning=0``): a session that waits for work
+with its threads spinning would take the cores from the one being timed.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from typing import Any
 
 import numpy as np
 
+from portable.errors import InternalError
+
 __all__ = ["LatencyComparison", "compare_latency", "cpu_session"]
 
 
-def cpu_session(path: Path, *, spinning: bool = False) -> Any:
-    """An ONNX Runtime CPU session of ``path``, quiet, graph optimizations at ONNX Runtime's default.
+def cpu_session(path: Path, what: str = "the model") -> Any:
+    """An ONNX Runtime CPU session of ``path`` (the runners' factory: quiet, no fallback, graph
+    optimizations at ONNX Runtime's default, spinning off); one that cannot be made is portable's
+    failure here (exit 3): both models were validated before."""
+    from portable.runners.sessions import SessionFailed, SessionSpec, session_from_onnx
 
-    lead: swap for the shared ONNX Runtime session factory (runners/sessions.py) once issue 22 lands."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    flag = "1" if spinning else "0"
-    options.add_session_config_entry("session.intra_op.allow_spinning", flag)
-    options.add_session_config_entry("session.inter_op.allow_spinning", flag)
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return session_from_onnx(path, SessionSpec(spinning=False), what=what)
+    except SessionFailed as exc:
+        raise InternalError(exc.message) from None
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def compare_latency(float_model: Path, int8_model: Path, feeds: Mapping[str, np.
     data = dict(feeds)
     entries = []
     for name, path in (("float", float_model), ("int8", int8_model)):
-        session = cpu_session(path)
+        session = cpu_session(path, f"the {name} model")
         entries.append(Timed(name, (lambda s=session: s.run(None, data)), HostTimer(), HostTimer()))
     warm = {e.name: warm_up(e.step, e.timer, config) for e in entries}
     measured = {m.name: m for m in interleave(entries, warm, config)}

@@ -45,6 +45,13 @@ def test_the_int8_file_is_written_portable_and_qdq(quantized):
     assert meta["portable.precision"] == "int8-qdq" and meta["portable.fingerprint"] == quantized.fingerprint
 
 
+def test_nothing_but_the_model_and_its_manifest_is_left_beside_either_file(quantized, cnn):
+    """No temporary, no helper file left (ONNX Runtime's tools write NAME-inferred.onnx beside what they read,
+    so they are given links in a folder of ours)."""
+    assert sorted(p.name for p in quantized.path.parent.iterdir()) == ["cnn.int8.onnx", "cnn.int8.onnx.json"]
+    assert sorted(p.name for p in cnn.parent.iterdir()) == ["cnn.onnx", "cnn.onnx.json"]
+
+
 def test_the_manifest_keeps_settings_samples_and_measurements(quantized):
     manifest = json.loads(quantized.manifest_path.read_text())
     assert manifest["precision"] == "int8-qdq" and manifest["fingerprint"] == quantized.fingerprint
