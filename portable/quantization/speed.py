@@ -10,7 +10,7 @@ with its threads spinning would take the cores from the one being timed.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,11 @@ class LatencyComparison:
                 "rounds": self.rounds, "warmed_up_steady": self.steady, "spinning": False}
 
 
+def _step(session: Any, feeds: dict[str, np.ndarray]) -> Callable[[], object]:
+    """One synchronous run of ``session`` on ``feeds``."""
+    return lambda: session.run(None, feeds)
+
+
 def compare_latency(float_model: Path, int8_model: Path, feeds: Mapping[str, np.ndarray],
                     config: Any = None) -> LatencyComparison:
     """Time both models on the same ``feeds`` (see the module docstring)."""
@@ -68,8 +73,7 @@ def compare_latency(float_model: Path, int8_model: Path, feeds: Mapping[str, np.
     data = dict(feeds)
     entries = []
     for name, path in (("float", float_model), ("int8", int8_model)):
-        session = cpu_session(path, f"the {name} model")
-        entries.append(Timed(name, (lambda s=session: s.run(None, data)), HostTimer(), HostTimer()))
+        entries.append(Timed(name, _step(cpu_session(path, f"the {name} model"), data), HostTimer(), HostTimer()))
     warm = {e.name: warm_up(e.step, e.timer, config) for e in entries}
     measured = {m.name: m for m in interleave(entries, warm, config)}
     batch = int(next(iter(feeds.values())).shape[0])
