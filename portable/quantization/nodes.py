@@ -113,7 +113,8 @@ def _activations(model: Path, samples: Samples, folder: Path) -> dict[str, Any]:
 
     augmented = folder / f"{model.stem}.augmented.onnx"
     modify_model_output_intermediate_tensors(str(model), str(augmented))
-    return collect_activations(str(augmented), Reader(samples))
+    found: dict[str, Any] = collect_activations(str(augmented), Reader(samples))
+    return found
 
 
 @contextlib.contextmanager
