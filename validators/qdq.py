@@ -91,7 +91,16 @@ def quantized_type(qdq: QdqNode, types: dict[str, int]) -> int | None:
 
 def constant_array(ctx: ModelContext, scope: GraphScope, name: str) -> np.ndarray | None:
     """The value of a small constant (an initializer held in the proto, or a ``Constant``); None
-    for anything else (a computed value, or a large weight a lean parse left in the file)."""
+    for anything else (a computed value, a large weight a lean parse left in the file, or a tensor
+    onnx cannot read: an UNDEFINED type or a payload that does not match its dims, which PORT011
+    reports)."""
+    try:
+        return _constant_array(ctx, scope, name)
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def _constant_array(ctx: ModelContext, scope: GraphScope, name: str) -> np.ndarray | None:
     body = scope.body
     if isinstance(body, onnx.GraphProto):
         for index, tensor in enumerate(body.initializer):

@@ -105,3 +105,12 @@ def test_a_float_model_has_nothing_for_the_qdq_rules(rule):
     from portable.policy import Policy
 
     assert validate(_matmul_model(), Policy(select=(rule,))).findings == ()
+
+
+def test_a_scale_onnx_cannot_read_is_left_to_the_checker(tmp_path):
+    model = _quantized(tmp_path)
+    q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear")
+    scale = next(t for t in model.graph.initializer if t.name == q.input[1])
+    scale.data_type = onnx.TensorProto.UNDEFINED  # numpy_helper.to_array raises on it
+    report = validate(model)
+    assert report.error is None and "PORT011" in {f.rule_id for f in report.findings}
