@@ -14,12 +14,15 @@ __all__ = [
     "FixFailed",
     "FixResult",
     "Policy",
+    "QuantizeFailed",
+    "QuantizeResult",
     "ValidationReport",
     "__version__",
     "compare",
     "export",
     "fix",
     "load_policy",
+    "quantize",
     "validate",
 ]
 
@@ -37,6 +40,9 @@ _LAZY = {
     "fix": "portable.repair.api",
     "FixResult": "portable.repair.records",
     "FixFailed": "portable.repair.records",
+    "quantize": "portable.quantization.api",
+    "QuantizeResult": "portable.quantization.result",
+    "QuantizeFailed": "portable.quantization.result",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -293,7 +293,8 @@ def _constants(model: ir.Model) -> tuple[frozenset[tuple[str, int]], dict[tuple[
             tensor = value.const_value if value is not None else None
             if value is None or tensor is not None:
                 constant.add((node.name, i))
-            if tensor is not None and tensor.size <= SMALL_VALUE:
+            # an UNDEFINED element type has no value to read (PORT011 reports the tensor): constant, no value
+            if tensor is not None and tensor.size <= SMALL_VALUE and tensor.dtype != onnx.TensorProto.UNDEFINED:
                 values[(node.name, i)] = tensor.numpy()
     return frozenset(constant), values
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["PORTABLE", "REGISTRY", "TARGETS", "Built", "Entry", "entries"]
+__all__ = ["PORTABLE", "QUANTIZED", "REGISTRY", "TARGETS", "Built", "Entry", "entries"]
 
 PORTABLE = "portable"  # static apart from the batch: must export with --batch dynamic, validate and verify
 TARGETS = ("hf_bert", "hf_gpt2", "tv_convnext_tiny", "tv_swin_t")  # issue 11: all of these must pass
+# issue 24: the CNNs and encoders quantized (ResNet, MobileNetV3, EfficientNet, ConvNeXt, ViT, BERT)
+QUANTIZED = ("tv_resnet18", "tv_mobilenet_v3_small", "tv_efficientnet_b0", "tv_convnext_tiny", "tv_vit", "hf_bert")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Entry:
     expected: str = PORTABLE
     note: str = ""
     timeout_s: int = 900
+    quantize: bool = False  # issue 24: also quantized to int8 QDQ (`portable quantize`), its cost measured
 
 
 def _all() -> tuple[Entry, ...]:
@@ -47,7 +50,7 @@ REGISTRY: dict[str, Entry] = {}
 def entries(only: str | None = None) -> list[Entry]:
     """Every entry, or those named in ``only`` (comma-separated; an unknown name is an error)."""
     if not REGISTRY:
-        REGISTRY.update((e.name, e) for e in _all())
+        REGISTRY.update((e.name, replace(e, quantize=e.name in QUANTIZED)) for e in _all())
     if not only:
         return list(REGISTRY.values())
     names = [n.strip() for n in only.split(",") if n.strip()]

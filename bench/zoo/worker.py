@@ -3,7 +3,8 @@
 Builds the entry, exports it bare (torch.onnx, the baseline) and with ``portable.export`` at
 ``--batch dynamic`` and ``--batch 1`` (each validated and verified by the export itself), then,
 on portable's file: ``portable.validate``, op counts, onnxsim on it (what is left to remove),
-parity with each output's RMS (:func:`bench.zoo.measure.parity`) and ``portable.compare``.
+parity with each output's RMS (:func:`bench.zoo.measure.parity`) and ``portable.compare``; for the
+entries marked ``quantize``, ``portable.quantize`` of the dynamic file (:mod:`bench.zoo.quantized`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ def run_entry(entry: Entry, folder: Path) -> dict[str, Any]:
         record[key] = portable_export(built, path, batch)
         if record[key]["ok"]:
             record[key]["file"] = inspect_file(built, path, (1, 3) if batch == "dynamic" else (1,))
+    if entry.quantize and record["dynamic"]["ok"]:
+        from bench.zoo.quantized import quantized
+
+        record["quantized"] = _guard(lambda: quantized(folder / "dynamic.onnx", folder))
     record["total_s"] = _since(start)
     return record
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "export": "portable.cli.export:export",
     "precheck": "portable.cli.export:precheck",
     "fix": "portable.cli.fix:fix",
+    "quantize": "portable.cli.quantize:quantize",
     "compare": "portable.cli.compare:compare",
     "matrix": "portable.cli.compare:matrix",
     "report": "portable.cli.compare:report",

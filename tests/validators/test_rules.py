@@ -16,6 +16,8 @@ INEVITABLE = {
     "PORT006": {"PORT009"},  # NonZero's output dim is data-dependent
     "PORT009": {"PORT007"},  # the reshape target is a graph input
     "PORT011": {"PORT014"},  # ORT rejects the wrong attribute type too
+    # an int16 zero point at opset 18: outside the Q/DQ type constraint (checker, ORT) and the dtype list
+    "PORT030": {"PORT011", "PORT013", "PORT014"},
     "PORT201": {"PORT203"},  # the node QNN lacks falls back: two partitions
     "PORT202": {"PORT013", "PORT201", "PORT203"},  # float64: outside the policy's types and QNN's, so it falls back
 }
@@ -31,6 +33,9 @@ NAMED = {
     # a string model; the kernel's constructor throws; StringNormalizer's output length depends on the strings
     ("PORT014", "kernel_init"): {"PORT009", "PORT013", "PORT014"},
     ("PORT014", "no_kernel"): {"PORT001", "PORT014"},  # opset 6: ORT has no Add(6) kernel
+    # ORT's 16-bit contrib Q/DQ: a custom domain, no ONNX shape for its output, a uint16 zero point
+    ("PORT030", "contrib"): {"PORT002", "PORT009", "PORT013", "PORT030"},
+    ("PORT031", "zero_scale"): {"PORT031"},  # a constant scale of 0
 }
 ALL_ON = Policy(ort=True)
 

@@ -82,3 +82,20 @@ def test_linear_dim_names_batch_expressions():
     assert linear_dim((8, 2, 3)) is None  # linear through 2 and 3 only (a squeeze at batch 1)
     assert linear_dim((None, 3, 4)) is None
     assert linear_dim((2, 3), batches=(2, 3)) == "batch"
+
+
+def test_a_constant_of_undefined_type_is_a_finding_not_a_crash():
+    """The fuzz corpus's case (a flipped byte in a Reshape's shape Constant): the shape analysis reads
+    no value of an UNDEFINED tensor, so PORT007 runs and the checker (PORT011) names the tensor."""
+    import onnx.parser
+
+    from portable.validators import validate
+
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[batch, 4, 8] x) => (float[batch, 32] y) {
+      flat = Constant <value = int64[2] {-1, 32}> ()
+      y = Reshape (x, flat)
+    }""")
+    model.graph.node[0].attribute[0].t.data_type = onnx.TensorProto.UNDEFINED
+    report = validate(model)
+    assert report.error is None and "PORT011" in {f.rule_id for f in report.findings}

@@ -20,6 +20,9 @@ from portable.validators.rules.port012_randomness import NoRandomness
 from portable.validators.rules.port013_dtypes import AllowedDtypes
 from portable.validators.rules.port014_ort_session import OrtSession
 from portable.validators.rules.port015_finite_weights import FiniteWeights
+from portable.validators.rules.port030_qdq_8bit import Qdq8Bit
+from portable.validators.rules.port031_qdq_constants import QdqConstantParams
+from portable.validators.rules.port032_qdq_per_axis import QdqPerAxisWeights
 from portable.validators.rules.port201_target_ops import TargetOpSupport
 from portable.validators.rules.port202_target_casts import TargetCasts
 from portable.validators.rules.port203_target_partitions import TargetPartitions
@@ -43,6 +46,10 @@ ALL_RULES: tuple[type[Rule], ...] = (
     AllowedDtypes,
     OrtSession,
     FiniteWeights,
+    # the QDQ profile: on by default, they find nothing in a float model (no Q/DQ node)
+    Qdq8Bit,
+    QdqConstantParams,
+    QdqPerAxisWeights,
     # per target (--target): the profiles of portable.validators.targets
     TargetOpSupport,
     TargetCasts,

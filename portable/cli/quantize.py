@@ -1,0 +1,200 @@
+"""``portable quantize``: a portable float model to a portable int8 QDQ one, its cost measured and gated.
+
+onnxruntime is imported inside the command only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from portable._version import __version__
+from portable.cli.options import quiet_option
+from portable.errors import UsageError
+from portable.policy import load_policy
+
+__all__ = ["QUANTIZE_SCHEMA_VERSION", "quantize", "render_json", "render_text"]
+
+QUANTIZE_SCHEMA_VERSION = "1.0"
+_EIGHT_BIT = click.Choice(["uint8", "int8"], case_sensitive=False)
+
+
+def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    from portable.runners.inputs import parse_int_range
+
+    ranges = {}
+    for text in values:
+        name, sep, rest = text.partition("=")
+        rng = parse_int_range(rest) if sep and name else None
+        if rng is None:
+            raise UsageError(f"--int-range {text!r}: expected NAME=LOW:HIGH (HIGH exclusive)")
+        ranges[name] = rng
+    return ranges
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
+              help="The int8 ONNX file to write (its manifest goes beside it as OUTPUT.json).")
+@click.option("--calibration", default=None, type=click.Path(dir_okay=False),
+              help="Calibration samples (.npz: one array per input name, samples on a leading axis); its last "
+                   "quarter is held out for the accuracy unless --eval is given. Default: seeded random data.")
+@click.option("--eval", "eval_data", default=None, type=click.Path(dir_okay=False),
+              help="Held-out samples for the accuracy measurement (.npz, the same format).")
+@click.option("--samples", type=click.IntRange(min=1), default=None,
+              help="Seeded calibration samples (default 64); not with --calibration.")
+@click.option("--eval-samples", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Seeded held-out samples (without --eval or --calibration).")
+@click.option("--batch", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Samples per run of a dynamic-batch model, and the batch the latency is timed at.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random samples.")
+@click.option("--int-range", "int_range", multiple=True, metavar="NAME=LOW:HIGH",
+              help="Range of a seeded integer input (default: the rows of the table it indexes, else all ones).")
+@click.option("--target", default=None, help="Take this target's defaults: cpu (default), qnn, nnapi, openvino, tensorrt.")
+@click.option("--activations", type=_EIGHT_BIT, default=None, help="Activation type. Default: the target's.")
+@click.option("--weights", type=_EIGHT_BIT, default=None, help="Weight type. Default: the target's.")
+@click.option("--per-channel/--per-tensor", "per_channel", default=None,
+              help="Weights per output channel, or one scale per tensor. Default: the target's.")
+@click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default=None,
+              help="Calibration method (ONNX Runtime's). Default: minmax.")
+@click.option("--exclude", multiple=True, metavar="OP|NODE",
+              help="Keep these op types or nodes in float (comma-separated, repeatable; op:TYPE and node:NAME say "
+                   "which, a bare value is an op type if the model has it, else a node name).")
+@click.option("--min-sqnr", type=float, default=None, metavar="DB",
+              help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written.")
+@click.option("--max-top1-drop", type=float, default=None, metavar="PCT",
+              help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
+@click.option("--no-latency", is_flag=True, help="Skip the float-vs-int8 latency measurement.")
+@click.option("--duration-ms", default=1000.0, show_default=True, type=click.FloatRange(min=0),
+              help="Least timed duration per model (after the warm-up).")
+@click.option("--warmup-max-ms", default=10000.0, show_default=True, type=click.FloatRange(min=0),
+              help="Most warm-up per model (it goes on until the model is steady; the report says if it was).")
+@click.option("--no-per-node", is_flag=True, help="Skip the per-node error analysis.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--config", type=click.Path(dir_okay=False), default=None,
+              help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
+@quiet_option
+def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, samples: int | None,
+             eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
+             activations: str | None, weights: str | None, per_channel: bool | None, method: str | None,
+             exclude: tuple[str, ...], min_sqnr: float | None, max_top1_drop: float | None, no_latency: bool,
+             duration_ms: float, warmup_max_ms: float, no_per_node: bool, force: bool, fmt: str, config: str | None,
+             quiet: bool) -> None:
+    """Quantize MODEL (portable, float) to 8-bit QDQ with ONNX Runtime's quantization tooling.
+
+    The result is validated against the contract and the QDQ profile (PORT030-PORT032); its
+    accuracy is measured against MODEL on held-out samples (SQNR and max abs per output, top-1
+    agreement for logits, the 10 worst nodes), its ONNX Runtime CPU latency beside MODEL's.
+
+    Exit codes: 0 written; 1 the result fails the contract or a budget (nothing written);
+    2 usage, a non-portable MODEL (run `portable fix` first) or samples that do not fit it;
+    3 unreadable input or internal failure.
+    """
+    from portable.quantization.api import DEFAULT_SAMPLES
+    from portable.quantization.api import quantize as run_quantize
+    from portable.quantization.result import QuantizeFailed
+
+    if calibration is not None and samples is not None:
+        raise UsageError("--calibration and --samples exclude each other: the samples are the file's")
+    try:
+        result = run_quantize(model, output, calibration=calibration, eval_data=eval_data,
+                              samples=samples or DEFAULT_SAMPLES, eval_samples=eval_samples, batch=batch, seed=seed,
+                              target=target, activations=activations, weights=weights, per_channel=per_channel,
+                              method=method, exclude=[e for item in exclude for e in item.split(",")],
+                              int_ranges=_int_ranges(int_range), min_sqnr=min_sqnr, max_top1_drop=max_top1_drop,
+                              latency=not no_latency, timing=_timing(duration_ms, warmup_max_ms),
+                              per_node=not no_per_node, policy=load_policy(config),
+                              force=force, quiet=quiet or fmt != "text")
+    except QuantizeFailed as exc:
+        click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
+        click.echo(f"portable: quantize failed: {exc}", err=True)
+        raise click.exceptions.Exit(int(exc.result.exit_code)) from None
+    if fmt == "json" or not quiet:
+        click.echo(render_json(result) if fmt == "json" else render_text(result))
+    raise click.exceptions.Exit(int(result.exit_code))
+
+
+def _timing(duration_ms: float, warmup_max_ms: float) -> Any:
+    from portable.runners.timing import TimingConfig
+
+    warmup_max = warmup_max_ms / 1e3
+    return TimingConfig(warmup_seconds=min(0.2, warmup_max), warmup_max_seconds=warmup_max, min_seconds=duration_ms / 1e3)
+
+
+def render_json(result: Any) -> str:
+    """The quantize report as JSON (schema: portable/schemas/quantize.schema.json); its ``exit_code`` is the
+    process's."""
+    data = {"schema_version": QUANTIZE_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            **result.to_dict()}
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def render_text(result: Any) -> str:
+    """Settings, samples, accuracy and budgets, the worst nodes, latency, and what was written."""
+    lines = [f"portable quantize: {result.source} -> {result.path}", "", *_settings(result.settings),
+             f"  calibration: {result.calibration.count} samples, {result.calibration.source}",
+             f"  held out:    {result.held_out.count} samples, {result.held_out.source}"]
+    lines += [f"  note: {n}" for n in result.notes]
+    lines += ["", *_accuracy(result), *_nodes(result), *_latency(result), "", _verdict(result)]
+    return "\n".join(lines)
+
+
+def _settings(settings: Any) -> list[str]:
+    mine = set(settings.from_user)
+
+    def who(key: str) -> str:
+        return "yours" if key in mine else f"target {settings.target.name}"
+
+    return [f"  target {settings.target.name}: {settings.target.description}",
+            f"  activations {settings.activations} ({who('activations')}) per-tensor; weights {settings.weights} "
+            f"({who('weights')}) {'per-channel' if settings.per_channel else 'per-tensor'} ({who('per_channel')}); "
+            f"calibration {settings.method}" + (f", excluded: {', '.join(settings.exclude)}" if settings.exclude else ""),
+            f"  defaults from: {settings.target.source}"]
+
+
+def _db(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f} dB"
+
+
+def _accuracy(result: Any) -> list[str]:
+    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12}"]
+    for a in result.accuracy:
+        top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
+        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12}")
+    for c in result.checks:
+        mark = "ok" if c.passed else "EXCEEDED"
+        lines.append(f"  budget {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})")
+    return lines
+
+
+def _nodes(result: Any) -> list[str]:
+    if not result.worst_nodes:
+        return []
+    lines = ["", "  worst nodes (SQNR of their output's or weight's own Q/DQ pair; --exclude node:NAME keeps one in "
+                 "float):"]
+    for n in result.worst_nodes:
+        where = f"vs float {_db(n.vs_float_sqnr_db)}" if n.kind == "activation" else f"its weight {n.tensor}"
+        lines.append(f"    {n.node or n.tensor:<28} {n.op_type:<14} {_db(n.qdq_sqnr_db):>9}  {where}")
+    return lines
+
+
+def _latency(result: Any) -> list[str]:
+    lat = result.latency
+    if lat is None:
+        return []
+    return ["", f"  ONNX Runtime CPU latency at batch {lat.batch}, side by side: float p50 "
+                f"{lat.float_stats.p50_s * 1e3:.2f} ms, int8 p50 {lat.int8_stats.p50_s * 1e3:.2f} ms "
+                f"(int8/float {lat.ratio_p50:.2f})"]
+
+
+def _verdict(result: Any) -> str:
+    if result.written:
+        return f"wrote {result.path} ({(result.fingerprint or '')[:19]}…), manifest {result.manifest_path}"
+    if result.findings:
+        lines = ["nothing written: the quantized model fails the contract:"]
+        lines += [f"  {f.rule_id} {f.location.describe()}: {f.message} (fix: {f.hint})" for f in result.findings]
+        return "\n".join(lines)
+    return "nothing written: an accuracy budget is exceeded"

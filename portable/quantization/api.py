@@ -1,0 +1,63 @@
+"""``portable.quantize``: a portable float model in, a portable int8 QDQ model out, its cost measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from portable.errors import UsageError
+from portable.policy import Policy, load_policy
+from portable.quantization.plan import DEFAULT_BATCH, DEFAULT_EVAL_SAMPLES, DEFAULT_SAMPLES, Plan
+from portable.quantization.result import QuantizeFailed, QuantizeResult
+from portable.quantization.settings import Budgets, resolve_settings
+
+__all__ = ["DEFAULT_BATCH", "DEFAULT_EVAL_SAMPLES", "DEFAULT_SAMPLES", "QuantizeFailed", "QuantizeResult", "quantize"]
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _budgets(min_sqnr: float | None, max_top1_drop: float | None) -> Budgets:
+    if max_top1_drop is not None and not 0 <= max_top1_drop <= 100:
+        raise UsageError(f"--max-top1-drop {max_top1_drop}: a percentage, 0 to 100")
+    return Budgets(min_sqnr, max_top1_drop)
+
+
+def quantize(model: str | Path, output: str | Path, *, calibration: str | Path | None = None,
+             eval_data: str | Path | None = None, samples: int = DEFAULT_SAMPLES,
+             eval_samples: int = DEFAULT_EVAL_SAMPLES, batch: int = DEFAULT_BATCH, seed: int = 0,
+             target: str | None = None, activations: str | None = None, weights: str | None = None,
+             per_channel: bool | None = None, method: str | None = None, exclude: Iterable[str] = (),
+             int_ranges: Mapping[str, tuple[int, int]] | None = None, min_sqnr: float | None = None,
+             max_top1_drop: float | None = None, latency: bool = True, per_node: bool = True,
+             timing: Any = None, policy: Policy | None = None, force: bool = False,
+             quiet: bool = True) -> QuantizeResult:
+    """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
+
+    Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
+    its last quarter is held out unless ``eval_data`` gives the held-out samples), else ``samples``
+    seeded ones (``eval_samples`` more held out). ``target`` picks the defaults of
+    :data:`portable.quantization.targets.TARGETS`; ``activations``, ``weights``, ``per_channel``
+    and ``method`` override them. ``min_sqnr`` (dB, every output) and ``max_top1_drop`` (%, every
+    output shaped ``[batch, classes]``) are budgets.
+
+    Returns the result once written. Raises :class:`QuantizeFailed` (exit 1, nothing written) when
+    the quantized model fails the contract or a budget; :class:`portable.errors.UsageError` (exit
+    2) for bad arguments, a non-portable input or calibration data that does not fit it;
+    :class:`portable.errors.InputError` (exit 3) for an unreadable file.
+    """
+    from portable.quantization.run import run
+
+    plan = Plan(Path(model), Path(output),
+                resolve_settings(target, activations=activations, weights=weights, per_channel=per_channel,
+                                 method=method, exclude=exclude),
+                _budgets(min_sqnr, max_top1_drop), policy or load_policy(),
+                Path(calibration) if calibration is not None else None,
+                Path(eval_data) if eval_data is not None else None, _positive("samples", samples),
+                _positive("eval_samples", eval_samples), _positive("batch", batch), int(seed), dict(int_ranges or {}),
+                latency, per_node, timing)
+    return run(plan, quiet=quiet, force=force)

@@ -1,0 +1,162 @@
+"""Calibration and held-out samples: the user's ``.npz``, or seeded data shaped like the inputs.
+
+The ``.npz`` format: one array per graph input, keyed by the input's name, the samples
+stacked on a leading axis that takes the place of the batch dim: an input declared
+``[batch, 3, 224, 224]`` is given as ``[N, 3, 224, 224]`` (N samples; a model with a static
+batch B takes them B at a time, so N is a multiple of B). Every array has the same N.
+
+Seeded data (the default) is a standard normal for float inputs; an integer input that
+indexes a constant table (token ids into an embedding) is drawn from the table's rows, any
+other integer input is all ones (an attention mask with no padding); ``int_ranges`` overrides
+either. It is not the user's data distribution: the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from portable.errors import InputError, UsageError
+
+__all__ = ["CALIBRATION_SEED_SALT", "HELD_OUT_SEED_SALT", "Reader", "Samples", "held_out_split", "index_ranges",
+           "load_samples", "seeded_samples"]
+
+CALIBRATION_SEED_SALT, HELD_OUT_SEED_SALT = 1, 2  # two streams of one seed: held-out samples are never calibration's
+ALL_ONES = (1, 2)  # the range of an integer input that indexes no table: all ones (a mask without padding)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """``arrays[name]``: that input's samples on a leading axis; ``batch``: how many go in per run."""
+
+    arrays: dict[str, np.ndarray]
+    batch: int
+    source: str
+    static: bool = False  # the model's batch is fixed: every run takes exactly ``batch`` samples
+
+    @property
+    def count(self) -> int:
+        return int(next(iter(self.arrays.values())).shape[0]) if self.arrays else 0
+
+    def batches(self) -> list[dict[str, np.ndarray]]:
+        return [{k: v[i:i + self.batch] for k, v in self.arrays.items()} for i in range(0, self.count, self.batch)]
+
+    def take(self, start: int, stop: int, source: str | None = None) -> Samples:
+        return Samples({k: v[start:stop] for k, v in self.arrays.items()}, self.batch, source or self.source,
+                       self.static)
+
+
+class Reader:
+    """ONNX Runtime's ``CalibrationDataReader`` protocol (``get_next``, duck-typed by its
+    ``__subclasshook__``) over the batches of some samples."""
+
+    def __init__(self, samples: Samples) -> None:
+        self._batches: Iterator[dict[str, np.ndarray]] = iter(samples.batches())
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self._batches
+
+
+def _dims(spec: Any) -> tuple[int, ...]:
+    """An input's dims after the batch axis, which must be static (the contract's PORT008)."""
+    rest = tuple(spec.shape[1:])
+    if not spec.shape or not all(isinstance(d, int) for d in rest):
+        raise UsageError(f"input {spec.name!r} has shape {list(spec.shape)}: quantize needs a batch axis and "
+                         "static dims after it (run `portable fix --dim NAME=SIZE`)")
+    return rest
+
+
+def index_ranges(proto: onnx.ModelProto) -> dict[str, tuple[int, int]]:
+    """Integer inputs used directly as the indices of a ``Gather`` on an initializer: ``[0, rows)``."""
+    tables = {t.name: int(t.dims[0]) for t in proto.graph.initializer if t.dims}
+    ranges: dict[str, tuple[int, int]] = {}
+    for node in proto.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in tables:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            if axis == 0:
+                ranges.setdefault(node.input[1], (0, tables[node.input[0]]))
+    return ranges
+
+
+def seeded_samples(specs: Sequence[Any], count: int, *, seed: int, salt: int, batch: int, static: bool,
+                   int_ranges: Mapping[str, tuple[int, int]]) -> Samples:
+    """``count`` seeded samples of every input (see the module docstring)."""
+    from portable.runners.inputs import numpy_dtype
+
+    rng = np.random.default_rng([seed, salt])
+    arrays = {}
+    for spec in specs:
+        shape, dtype = (count, *_dims(spec)), numpy_dtype(spec.dtype)
+        if dtype.kind == "f":
+            arrays[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            arrays[spec.name] = np.ones(shape, dtype=bool)
+        else:
+            low, high = int_ranges.get(spec.name, ALL_ONES)
+            arrays[spec.name] = rng.integers(low, high, size=shape).astype(dtype)
+    return Samples(arrays, batch, f"seeded (seed {seed}, stream {salt})", static)
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise UsageError("no such file", path=str(path))
+    try:
+        with np.load(str(path), allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except Exception as exc:  # noqa: BLE001 - not an npz, a truncated zip, a pickled object array
+        raise InputError(f"cannot read samples: {type(exc).__name__}: {exc}", path=str(path)) from None
+
+
+def _checked(array: np.ndarray, spec: Any, where: str) -> np.ndarray:
+    from portable.runners.inputs import numpy_dtype
+
+    expected = (spec.shape[0] if isinstance(spec.shape[0], int) else "N", *_dims(spec))
+    if array.shape[1:] != tuple(expected[1:]) or array.ndim != len(expected):
+        shown = "x".join(map(str, array.shape)) or "a scalar"
+        raise UsageError(f"input {spec.name!r}: samples of shape {shown}, the model takes "
+                         f"{'x'.join(map(str, ('N', *expected[1:])))} (N samples on the leading axis)", path=where)
+    wanted = numpy_dtype(spec.dtype)
+    if array.dtype.kind not in ("f" if wanted.kind == "f" else "biu"):
+        raise UsageError(f"input {spec.name!r}: samples of dtype {array.dtype}, the model takes {wanted}", path=where)
+    return array.astype(wanted, copy=False)
+
+
+def load_samples(path: str | Path, specs: Sequence[Any], batch: int, static: bool) -> Samples:
+    """The user's samples (the module docstring's format), checked against the graph inputs; fed
+    ``batch`` at a time (``static``: the model's own batch, so the count must be a multiple of it)."""
+    where, arrays = str(path), _read(Path(path))
+    names = [s.name for s in specs]
+    if not arrays:
+        raise UsageError("the .npz holds no arrays (expected one per input: " + ", ".join(names) + ")", path=where)
+    missing, extra = [n for n in names if n not in arrays], sorted(set(arrays) - set(names))
+    if missing or extra:
+        raise UsageError(f"the .npz's keys must be the input names {names}: missing {missing}, unknown {extra}",
+                         path=where)
+    checked = {s.name: _checked(arrays[s.name], s, where) for s in specs}
+    counts = {n: int(a.shape[0]) for n, a in checked.items()}
+    if len(set(counts.values())) != 1 or not next(iter(counts.values())):
+        raise UsageError(f"every input needs the same number of samples, at least 1 (got {counts})", path=where)
+    if static and next(iter(counts.values())) % batch:
+        raise UsageError(f"the model's batch is static ({batch}): give a multiple of {batch} samples", path=where)
+    return Samples(checked, batch, where, static)
+
+
+def held_out_split(samples: Samples) -> tuple[Samples, Samples]:
+    """The user's calibration samples less the last quarter (at least one sample, or one batch of a
+    static-batch model), which is held out for the accuracy measurement."""
+    unit = samples.batch if samples.static else 1
+    units = samples.count // unit
+    if units < 2:
+        raise UsageError(f"{samples.count} sample(s) cannot be split into calibration and held-out samples: give "
+                         "more, or the held-out ones apart (--eval FILE.npz)", path=samples.source)
+    cut = (units - max(1, units // 4)) * unit
+    return (samples.take(0, cut, f"{samples.source} [0:{cut}]"),
+            samples.take(cut, samples.count, f"{samples.source} [{cut}:{samples.count}] (held out)"))

@@ -1,0 +1,37 @@
+"""What one quantize run was asked for, checked and resolved before any model is loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from portable.policy import Policy
+from portable.quantization.settings import Budgets, Settings
+
+__all__ = ["DEFAULT_BATCH", "DEFAULT_EVAL_SAMPLES", "DEFAULT_SAMPLES", "Plan"]
+
+DEFAULT_SAMPLES = 64  # seeded calibration samples
+DEFAULT_EVAL_SAMPLES = 256  # held-out samples the accuracy is measured on
+DEFAULT_BATCH = 8  # samples per run of a dynamic-batch model, and the batch its latency is timed at
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user asked for, checked and resolved before any model is loaded."""
+
+    source: Path
+    output: Path
+    settings: Settings
+    budgets: Budgets
+    policy: Policy
+    calibration: Path | None
+    eval_data: Path | None
+    samples: int
+    eval_samples: int
+    batch: int
+    seed: int
+    int_ranges: dict[str, tuple[int, int]]
+    latency: bool
+    per_node: bool
+    timing: Any = None  # runners.timing.TimingConfig; None: its defaults

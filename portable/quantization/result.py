@@ -1,0 +1,99 @@
+"""What one quantization run did, measured and wrote: the record the CLI renders and the manifest keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portable.errors import ExitCode, FindingsError
+from portable.findings import Finding
+from portable.quantization.accuracy import BudgetCheck, OutputAccuracy
+from portable.quantization.nodes import NodeError
+from portable.quantization.settings import Budgets, Settings
+from portable.quantization.speed import LatencyComparison
+from portable.report import ValidationReport
+
+__all__ = ["QUANTIZE_SCHEMA", "QuantizeFailed", "QuantizeResult", "SampleSet"]
+
+QUANTIZE_SCHEMA = "portable.quantize/1"
+
+
+@dataclass(frozen=True)
+class SampleSet:
+    """Where a set of samples came from and how many there were."""
+
+    source: str
+    count: int
+    seeded: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "samples": self.count, "seeded": self.seeded}
+
+
+@dataclass(frozen=True)
+class QuantizeResult:
+    """The run's record. ``written`` is False when the result fails the contract or a budget."""
+
+    source: Path
+    path: Path
+    settings: Settings
+    calibration: SampleSet
+    held_out: SampleSet
+    budgets: Budgets = Budgets()
+    written: bool = False
+    report: ValidationReport | None = None
+    accuracy: tuple[OutputAccuracy, ...] = ()
+    checks: tuple[BudgetCheck, ...] = ()
+    worst_nodes: tuple[NodeError, ...] = ()
+    latency: LatencyComparison | None = None
+    fingerprint: str | None = None
+    ops: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The quantized model's findings that fail the contract (nothing is written then)."""
+        return self.report.failing() if self.report is not None else ()
+
+    @property
+    def budgets_ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and not self.findings and self.budgets_ok
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.ok and self.written else ExitCode.FINDINGS
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".json")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": QUANTIZE_SCHEMA, "source": str(self.source), "path": str(self.path),
+                "written": self.written, "manifest": str(self.manifest_path) if self.written else None,
+                "ok": self.ok, "exit_code": int(self.exit_code), "fingerprint": self.fingerprint,
+                **self.measurements(), "validation": self.report.to_dict() if self.report is not None else None,
+                "timings": dict(self.timings)}
+
+    def measurements(self) -> dict[str, Any]:
+        """What the manifest keeps of the run: settings, samples, accuracy, budgets, nodes, latency."""
+        return {"settings": self.settings.to_dict(), "calibration": self.calibration.to_dict(),
+                "held_out": self.held_out.to_dict(), "ops": dict(self.ops),
+                "accuracy": [a.to_dict() for a in self.accuracy], "budgets": self.budgets.to_dict(),
+                "budget_checks": [c.to_dict() for c in self.checks], "budgets_ok": self.budgets_ok,
+                "worst_nodes": [n.to_dict() for n in self.worst_nodes],
+                "latency": self.latency.to_dict() if self.latency is not None else None, "notes": list(self.notes)}
+
+
+class QuantizeFailed(FindingsError):
+    """Nothing was written: the quantized model fails the contract or an accuracy budget (exit 1).
+    ``result`` holds everything measured up to there."""
+
+    def __init__(self, message: str, result: QuantizeResult) -> None:
+        super().__init__(message, path=str(result.source))
+        self.result = result

@@ -1,0 +1,260 @@
+"""The quantize run, phase by phase: load (the input must honour the contract), samples, quantize,
+validate, accuracy, nodes, latency, write. Everything that can be refused is refused before the
+quantizer runs. The quantized model goes through the shared artefact step
+(:mod:`portable.exporters.artefact`): stamped, validated and fingerprinted as the file it will be,
+staged beside its target; every measurement reads that staged file, so the figures are the
+written file's; it is renamed onto the target, with its manifest, only when it honours the
+contract and its budgets, and otherwise removed.
+
+The upper folders (exporters, validators, runners) are imported inside the functions that use
+them: this package is on the ground floor (``portable/``), as the API and the CLI are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from portable.errors import InputError, UsageError
+from portable.io import terminate_as_interrupt
+from portable.progress import Phases
+from portable.quantization.accuracy import OutputAccuracy, check_budgets, compare_outputs
+from portable.quantization.data import (
+    CALIBRATION_SEED_SALT,
+    HELD_OUT_SEED_SALT,
+    Samples,
+    held_out_split,
+    index_ranges,
+    load_samples,
+    seeded_samples,
+)
+from portable.quantization.plan import Plan
+from portable.quantization.quantizer import exclusions, quantize_file
+from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
+from portable.quiet import quiet_libraries
+
+if TYPE_CHECKING:
+    from portable.exporters.artefact import Staged
+
+__all__ = ["PER_NODE_SAMPLES", "PRECISION", "RANDOM_CALIBRATION_NOTE", "run"]
+
+PRECISION = "int8-qdq"  # the manifest's and metadata's ``portable.precision`` of a quantized file
+PER_NODE_SAMPLES = 8  # held-out samples the per-node analysis runs on: it holds every activation of both models
+RANDOM_CALIBRATION_NOTE = ("calibrated on seeded random data, which is not your data's distribution: the ranges, "
+                           "and so the accuracy figures, are those of random inputs; pass --calibration FILE.npz "
+                           "with real samples")
+
+
+def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
+    from portable.exporters.writer import check_target
+
+    check_target(plan.output, force)
+    start = time.perf_counter()  # what can be refused is, before any progress line: an error is one line
+    proto, specs = _portable_source(plan)
+    calibration, held_out = _samples(plan, proto, specs)
+    phases = Phases(quiet)
+    phases.timings["load"] = round(time.perf_counter() - start, 4)
+    with phases.phase("quantize"), quiet_libraries():
+        quantized = quantize_file(plan.source, plan.settings, calibration)
+    with terminate_as_interrupt(), contextlib.ExitStack() as stages:
+        with phases.phase("validate"):
+            staged = _stage(stages, quantized, plan, _batch_stamp(proto), force)
+        result = _result(plan, calibration, held_out, staged, quantized)
+        with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
+            result = _measure(plan, result, float_model, int8_model, held_out, phases)
+        _judge(replace(result, timings=dict(phases.timings)))
+        return _write(staged, plan, result, phases)
+
+
+def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan, batch: str | int,
+           force: bool) -> Staged:
+    """The quantized model through the artefact step (its temporary file removed when ``stages`` closes)."""
+    import onnx_ir as ir
+
+    from portable.exporters.artefact import stage
+    from portable.exporters.manifest import stamp
+
+    with quiet_libraries():
+        return stages.enter_context(stage(ir.from_proto(quantized), plan.output, plan.policy,
+                                          lambda proto: stamp(proto, plan.policy, PRECISION, batch), force=force,
+                                          what="the quantized model"))
+
+
+@contextlib.contextmanager
+def _workdir(source: Path, staged: Path) -> Iterator[tuple[Path, Path]]:
+    """Both models under names in a folder of our own (symbolic links, nothing copied): ONNX Runtime's
+    quantization tools write helper files beside the models they read (``NAME-inferred.onnx``), which
+    must land neither beside the user's model nor in the output folder."""
+    with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
+        float_model, int8_model = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        float_model.symlink_to(source.resolve())
+        int8_model.symlink_to(staged.resolve())
+        yield float_model, int8_model
+
+
+def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
+    """The input's graph (weights left in the file), once it is shown to honour the contract."""
+    from portable.runners.inputs import io_of_proto
+    from portable.validators import validate
+    from portable.validators.loading import load_model_file
+
+    report = validate(plan.source, plan.policy)
+    if report.error is not None:
+        raise InputError(report.error, path=str(plan.source))
+    failing = report.failing()
+    if failing:
+        first = failing[0]
+        raise UsageError(f"not portable ({len(failing)} finding(s); first: {first.rule_id} {first.message}); "
+                         "quantize takes a portable float model", path=str(plan.source),
+                         hint=f"portable fix {plan.source} -o FIXED.onnx, then quantize FIXED.onnx")
+    loaded = load_model_file(plan.source)
+    loaded.close()  # the graph is read below, not the weights
+    proto = loaded.proto
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
+        raise UsageError("already quantized (it has QuantizeLinear/DequantizeLinear nodes)", path=str(plan.source))
+    exclusions(proto, plan.settings.exclude)
+    return proto, io_of_proto(proto)[0]
+
+
+def _feed_batch(plan: Plan, specs: list[Any]) -> tuple[int, bool]:
+    """Samples per run: the model's static batch, else the plan's."""
+    static = {s.static_batch for s in specs}
+    fixed = next(iter(static)) if len(static) == 1 and None not in static else None
+    return (fixed, True) if fixed is not None else (plan.batch, False)
+
+
+def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samples, Samples]:
+    batch, static = _feed_batch(plan, specs)
+    if plan.calibration is not None:
+        given = load_samples(plan.calibration, specs, batch, static)
+        if plan.eval_data is not None:
+            return given, load_samples(plan.eval_data, specs, batch, static)
+        return held_out_split(given)
+    ranges = {**index_ranges(proto), **plan.int_ranges}
+    count = -(-plan.samples // batch) * batch if static else plan.samples
+    held = -(-plan.eval_samples // batch) * batch if static else plan.eval_samples
+    calibration = seeded_samples(specs, count, seed=plan.seed, salt=CALIBRATION_SEED_SALT, batch=batch,
+                                 static=static, int_ranges=ranges)
+    if plan.eval_data is not None:
+        return calibration, load_samples(plan.eval_data, specs, batch, static)
+    return calibration, seeded_samples(specs, held, seed=plan.seed, salt=HELD_OUT_SEED_SALT, batch=batch,
+                                       static=static, int_ranges=ranges)
+
+
+def _batch_stamp(proto: onnx.ModelProto) -> str | int:
+    """The source's ``portable.batch`` stamp, else what its first input's dim 0 says."""
+    stamped = next((p.value for p in proto.metadata_props if p.key == "portable.batch"), None)
+    if stamped is not None:
+        return int(stamped) if stamped.isdigit() else stamped
+    dims = proto.graph.input[0].type.tensor_type.shape.dim if proto.graph.input else []
+    return dims[0].dim_value if dims and dims[0].HasField("dim_value") else "dynamic"
+
+
+def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: Staged,
+            quantized: onnx.ModelProto) -> QuantizeResult:
+    seeded = plan.calibration is None
+    ops = Counter(n.op_type for n in quantized.graph.node)
+    return QuantizeResult(plan.source, plan.output, plan.settings,
+                          SampleSet(calibration.source, calibration.count, seeded),
+                          SampleSet(held_out.source, held_out.count, plan.eval_data is None and seeded),
+                          plan.budgets, report=staged.report, fingerprint=staged.fingerprint,
+                          ops={"QuantizeLinear": ops["QuantizeLinear"], "DequantizeLinear": ops["DequantizeLinear"],
+                               "nodes": len(quantized.graph.node)},
+                          notes=(RANDOM_CALIBRATION_NOTE,) if seeded else ())
+
+
+def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, held_out: Samples,
+             phases: Phases) -> QuantizeResult:
+    """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples."""
+    with phases.phase("accuracy"):
+        accuracy = _accuracy(float_model, int8, held_out)
+        result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy))
+    if plan.per_node:
+        from portable.quantization.nodes import worst_nodes
+
+        with phases.phase("nodes"):
+            result = replace(result, worst_nodes=worst_nodes(float_model, int8, _first(held_out, PER_NODE_SAMPLES)))
+    if plan.latency:
+        from portable.quantization.speed import compare_latency
+
+        with phases.phase("latency"):
+            result = replace(result, latency=compare_latency(float_model, int8, _latency_feeds(held_out),
+                                                             plan.timing))
+    return result
+
+
+def _first(samples: Samples, count: int) -> Samples:
+    """The first ``count`` samples (whole batches of a static-batch model)."""
+    stop = max(samples.batch, count - count % samples.batch) if samples.static else count
+    return samples.take(0, min(stop, samples.count))
+
+
+def _latency_feeds(held_out: Samples) -> dict[str, np.ndarray]:
+    """One batch of held-out samples at the feed batch (repeated when fewer were held out)."""
+    reps = -(-held_out.batch // held_out.count)
+    return {k: np.concatenate([v] * reps)[:held_out.batch] for k, v in held_out.arrays.items()}
+
+
+def _accuracy(source: Path, int8: Path, held_out: Samples) -> tuple[OutputAccuracy, ...]:
+    from portable.quantization.speed import cpu_session
+
+    float_session, int8_session = cpu_session(source, "the float model"), cpu_session(int8, "the int8 model")
+    names = [o.name for o in float_session.get_outputs()]
+    expected: list[list[np.ndarray]] = [[] for _ in names]
+    actual: list[list[np.ndarray]] = [[] for _ in names]
+    for feeds in held_out.batches():
+        for store, session in ((expected, float_session), (actual, int8_session)):
+            for i, value in enumerate(session.run(None, feeds)):
+                store[i].append(np.asarray(value))
+    return compare_outputs(names, [np.concatenate(e) for e in expected], [np.concatenate(a) for a in actual])
+
+
+def _judge(result: QuantizeResult) -> None:
+    """Refuse a result that fails the contract or a budget (:class:`QuantizeFailed`: nothing is written)."""
+    if result.findings:
+        first = result.findings[0]
+        raise QuantizeFailed(f"the quantized model fails the contract ({len(result.findings)} finding(s); first: "
+                             f"{first.rule_id} {first.message}); nothing written", result)
+    if not result.budgets_ok:
+        failed = [c for c in result.checks if not c.passed]
+        raise QuantizeFailed(f"{len(failed)} accuracy budget(s) exceeded (first: {failed[0].budget} on "
+                             f"{failed[0].output}: {failed[0].measured:.4g} vs {failed[0].limit:g}); nothing written",
+                             result)
+
+
+def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:
+    from portable.exporters.artefact import commit
+
+    with phases.phase("write"):
+        written = commit([staged])
+        written.write_manifest(_manifest(plan, replace(result, timings=dict(phases.timings)), staged))
+    return replace(result, written=True, timings=dict(phases.timings))
+
+
+def _manifest(plan: Plan, result: QuantizeResult, staged: Staged) -> dict[str, Any]:
+    from portable.exporters.manifest import build_manifest
+
+    manifest = build_manifest(staged.proto, file=plan.output.name, fingerprint=staged.fingerprint,
+                              size=staged.size, precision=PRECISION,
+                              batch=_batch_stamp(staged.proto), policy=plan.policy, report=staged.report.to_dict(),
+                              parity=None, timings=dict(result.timings), spec=None)
+    manifest["quantization"] = {"source": str(plan.source), "source_fingerprint": _fingerprint_of(plan.source),
+                                **result.measurements()}
+    return manifest
+
+
+def _fingerprint_of(path: Path) -> str | None:
+    from portable.validators.loading import load_model_file
+
+    loaded = load_model_file(path)
+    loaded.close()
+    return next((p.value for p in loaded.proto.metadata_props if p.key == "portable.fingerprint"), None)

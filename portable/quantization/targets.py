@@ -1,0 +1,82 @@
+"""Quantization defaults per target, as data: what each runtime wants of an 8-bit QDQ model.
+
+``portable quantize --target NAME`` starts from these; a flag the user gives wins. Each entry
+says where its values come from (``source``). The names match ``--ep``'s provider aliases.
+Target *profiles* (op support per runtime) are another matter and live with the validators;
+this table is only what the quantizer must choose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from portable.errors import UsageError
+
+__all__ = ["DEFAULT_TARGET", "TARGETS", "TargetDefaults", "target_defaults"]
+
+DEFAULT_TARGET = "cpu"
+
+
+@dataclass(frozen=True)
+class TargetDefaults:
+    """8-bit types and granularity for one target, and ONNX Runtime ``extra_options`` it needs."""
+
+    name: str
+    description: str
+    activations: str  # "uint8" | "int8"
+    weights: str  # "uint8" | "int8"
+    per_channel: bool  # weights per output channel (activations are always per-tensor)
+    activation_symmetric: bool
+    weight_symmetric: bool
+    source: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "activations": self.activations,
+                "weights": self.weights, "per_channel": self.per_channel,
+                "activation_symmetric": self.activation_symmetric, "weight_symmetric": self.weight_symmetric,
+                "extra_options": dict(self.extra), "source": self.source}
+
+
+TARGETS: dict[str, TargetDefaults] = {t.name: t for t in (
+    TargetDefaults(
+        "cpu", "ONNX Runtime CPU (x86 with VNNI, ARM)", "uint8", "int8", False, False, True,
+        "onnxruntime/quantization/quantize.py, quantize_static's docstring 'Choosing parameters for CPU "
+        "inference' (onnxruntime 1.32): QUInt8 activations, QInt8 weights, reduce_range off with VNNI; "
+        "per_channel=False 'gives the best throughput on CPU'"),
+    TargetDefaults(
+        "qnn", "Qualcomm QNN HTP (ONNX Runtime's QNN EP)", "uint8", "uint8", False, False, False,
+        "onnxruntime/quantization/execution_providers/qnn/quant_config.py, get_qnn_qdq_config's defaults "
+        "(onnxruntime 1.32): activation_type=QUInt8, weight_type=QUInt8, per_channel=False, weight_symmetric "
+        "only for signed weights, extra option MinimumRealRange=0.0001; the QNN EP page 'Generating a "
+        "quantized model' (onnxruntime.ai/docs/execution-providers/QNN-ExecutionProvider.html)",
+        {"MinimumRealRange": 0.0001}),
+    TargetDefaults(
+        "nnapi", "Android NNAPI (ONNX Runtime's NNAPI EP)", "uint8", "uint8", False, False, False,
+        "microsoft/onnxruntime onnxruntime/core/providers/nnapi/nnapi_builtin/builders/impl/"
+        "quantizelinear_op_builder.cc @ 3ae6b750 (QuantizeLinear gives TENSOR_QUANT8_ASYMM, uint8) and "
+        "op_builder_helpers.cc IsQuantizedIOSupported ('We only support u8 for most of the inputs and all "
+        "outputs', int8 only for Conv/MatMul weights with zero points of 0); quantize_static's "
+        "'extra.Sigmoid.nnapi' option", {"extra.Sigmoid.nnapi": True}),
+    TargetDefaults(
+        "openvino", "OpenVINO CPU/NPU (NNCF's defaults)", "int8", "int8", True, True, True,
+        "openvinotoolkit/nncf nncf/common/hardware/configs/cpu.json @ 033300cb (weights q8_w_sym: int8 "
+        "symmetric -128..127, per-channel; activations q8_a: per-tensor) and the POT/NNCF 'performance' "
+        "preset, the default: 'symmetric quantization of weights and activations' "
+        "(docs.openvino.ai, DefaultQuantization parameters)"),
+    TargetDefaults(
+        "tensorrt", "TensorRT (ONNX Runtime's TensorRT EP)", "int8", "int8", True, True, True,
+        "onnxruntime/quantization/quantize.py, quantize_static's docstring (onnxruntime 1.32): 'use "
+        "symmetric QuantType.QInt8 for both activations and weights when targeting GPU/TRT'; TensorRT's "
+        "explicit quantization takes per-channel weight scales"),
+)}
+
+
+def target_defaults(name: str | None) -> TargetDefaults:
+    """The defaults of ``name`` (``None``: the CPU's); a usage error for an unknown name."""
+    key = (name or DEFAULT_TARGET).lower()
+    if key not in TARGETS:
+        raise UsageError(f"--target {name!r}: unknown target (known: {', '.join(TARGETS)})")
+    return TARGETS[key]

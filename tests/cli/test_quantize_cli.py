@@ -1,0 +1,112 @@
+"""``portable quantize`` through the cli fixture: exit codes, one-line errors that write nothing, and a
+JSON report whose exit code is the process's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from referencing import Registry, Resource
+from support import ROOT, fix_fixtures
+
+QUICK = ("--samples", "16", "--eval-samples", "16", "--no-latency", "--no-per-node")
+SCHEMAS = ROOT / "portable" / "schemas"
+
+
+def _check_schema(data: dict) -> None:
+    resources = [(s["$id"], Resource.from_contents(s)) for s in
+                 (json.loads((SCHEMAS / n).read_text()) for n in ("report.schema.json", "quantize.schema.json"))]
+    schema = json.loads((SCHEMAS / "quantize.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema, registry=Registry().with_resources(resources)).validate(data)
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from portable.exporters.spec_export import export_spec
+
+    path = tmp_path_factory.mktemp("quantize-cli") / "cnn.onnx"
+    export_spec(str(ROOT / "fixtures" / "models" / "cnn.py") + ":build", path)
+    return path
+
+
+def _nothing_written(out: Path) -> bool:
+    return not out.exists() and not out.with_name(out.name + ".json").exists() and \
+        not list(out.parent.glob(f".{out.name}*"))
+
+
+def _one_line_usage_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portable: error: "), result.stderr
+    return lines[0]
+
+
+def test_a_portable_model_is_quantized_and_the_report_names_what_was_written(cli, cnn, tmp_path):
+    out = tmp_path / "cnn.int8.onnx"
+    result = cli("quantize", str(cnn), "-o", str(out), *QUICK, "-q")
+    assert result.exit_code == 0 and result.stderr == "" and result.stdout == "" and out.is_file()
+    result = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--force", "--target", "qnn")
+    assert result.exit_code == 0, result.output
+    assert "target qnn" in result.stdout and "uint8 (target qnn)" in result.stdout
+    assert "not your data's distribution" in result.stdout and f"wrote {out}" in result.stdout
+
+
+def test_a_non_portable_model_is_refused_with_portable_fix_as_the_hint(cli, tmp_path):
+    source, out = fix_fixtures.write("opset13", tmp_path), tmp_path / "out.onnx"
+    line = _one_line_usage_error(cli("quantize", str(source), "-o", str(out), *QUICK))
+    assert "not portable" in line and "PORT001" in line and "portable fix" in line
+    assert _nothing_written(out)
+
+
+@pytest.mark.parametrize(("arrays", "expected"), [
+    ({"pixels": np.zeros((4, 3, 32, 32), np.float32)}, "keys must be the input names ['x']: missing ['x'], unknown "
+                                                       "['pixels']"),
+    ({"x": np.zeros((4, 3, 16, 16), np.float32)}, "samples of shape 4x3x16x16, the model takes Nx3x32x32"),
+    ({"x": np.zeros((0, 3, 32, 32), np.float32)}, "at least 1"),
+    ({"x": np.zeros((4, 3, 32, 32), np.int64) > 0}, "dtype bool, the model takes float32"),
+    ({}, "holds no arrays"),
+])
+def test_samples_that_do_not_fit_the_inputs_are_a_one_line_usage_error(cli, cnn, tmp_path, arrays, expected):
+    data, out = tmp_path / "cal.npz", tmp_path / "out.onnx"
+    np.savez(data, **arrays)
+    line = _one_line_usage_error(cli("quantize", str(cnn), "-o", str(out), "--calibration", str(data), "--no-latency"))
+    assert expected in line and str(data) in line
+    assert _nothing_written(out)
+
+
+def test_calibration_and_samples_exclude_each_other(cli, cnn, tmp_path):
+    line = _one_line_usage_error(cli("quantize", str(cnn), "-o", str(tmp_path / "o.onnx"), "--calibration",
+                                     str(tmp_path / "c.npz"), "--samples", "4"))
+    assert "exclude each other" in line
+
+
+def test_the_json_report_and_the_exit_code_agree(cli, cnn, tmp_path):
+    out = tmp_path / "o.onnx"
+    failed = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--min-sqnr", "150", "--format", "json")
+    data = json.loads(failed.stdout)
+    assert failed.exit_code == 1 == data["exit_code"] and data["written"] is False and data["budgets_ok"] is False
+    _check_schema(data)
+    assert "accuracy budget(s) exceeded" in failed.stderr and _nothing_written(out)
+    passed = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--min-sqnr", "20", "--format", "json")
+    data = json.loads(passed.stdout)
+    assert passed.exit_code == 0 == data["exit_code"] and data["written"] is True and data["budgets_ok"] is True
+    assert data["budget_checks"][0]["budget"] == "min-sqnr" and out.is_file()
+    _check_schema(data)
+    with_latency = cli("quantize", str(cnn), "-o", str(out), "--samples", "8", "--eval-samples", "8", "--force",
+                       "--duration-ms", "50", "--warmup-max-ms", "200", "--format", "json")
+    data = json.loads(with_latency.stdout)
+    assert with_latency.exit_code == 0 and data["latency"]["batch"] == 8 and len(data["worst_nodes"]) == 10
+    _check_schema(data)
+    del data["latency"]["spinning"]
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail
+        _check_schema(data)
+
+
+def test_unknown_target_and_bad_int_range_are_usage_errors(cli, cnn, tmp_path):
+    assert "unknown target" in _one_line_usage_error(cli("quantize", str(cnn), "-o", str(tmp_path / "o.onnx"),
+                                                         "--target", "tpu"))
+    assert "NAME=LOW:HIGH" in _one_line_usage_error(cli("quantize", str(cnn), "-o", str(tmp_path / "o.onnx"),
+                                                        "--int-range", "5:3"))

@@ -1,0 +1,158 @@
+"""``portable.quantize`` on a real exported CNN: the int8 file is portable and QDQ, its cost is
+measured on held-out samples, budgets gate it, targets set its types; bad input writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import portable
+from portable.errors import UsageError
+from portable.quantization.result import QuantizeFailed
+
+
+@pytest.fixture(scope="module")
+def quantized(cnn: Path, quick, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("int8") / "cnn.int8.onnx"
+    return portable.quantize(cnn, out, min_sqnr=20.0, max_top1_drop=25.0, **quick)
+
+
+def _initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def _dq_of_weights(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    names = {t.name for t in model.graph.initializer}
+    return [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in names
+            and model.graph.initializer[[t.name for t in model.graph.initializer].index(n.input[0])].data_type
+            in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)]
+
+
+def test_the_int8_file_is_written_portable_and_qdq(quantized):
+    assert quantized.written and quantized.exit_code == 0 and quantized.path.is_file()
+    report = portable.validate(quantized.path)
+    assert report.ok and report.findings == () and {"PORT030", "PORT031", "PORT032"} <= set(report.rules)
+    model = onnx.load(str(quantized.path))
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 18)]
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops and "Relu" not in ops  # uint8 does Relu's clamp
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert meta["portable.precision"] == "int8-qdq" and meta["portable.fingerprint"] == quantized.fingerprint
+
+
+def test_nothing_but_the_model_and_its_manifest_is_left_beside_either_file(quantized, cnn):
+    """No temporary, no helper file left (ONNX Runtime's tools write NAME-inferred.onnx beside what they read,
+    so they are given links in a folder of ours)."""
+    assert sorted(p.name for p in quantized.path.parent.iterdir()) == ["cnn.int8.onnx", "cnn.int8.onnx.json"]
+    assert sorted(p.name for p in cnn.parent.iterdir()) == ["cnn.onnx", "cnn.onnx.json"]
+
+
+def test_the_manifest_keeps_settings_samples_and_measurements(quantized):
+    manifest = json.loads(quantized.manifest_path.read_text())
+    assert manifest["precision"] == "int8-qdq" and manifest["fingerprint"] == quantized.fingerprint
+    q = manifest["quantization"]
+    assert q["settings"]["target"] == "cpu" and q["settings"]["activations"] == "uint8"
+    assert q["settings"]["from_target"] == ["activations", "weights", "per_channel"]
+    assert q["calibration"] == {"source": "seeded (seed 0, stream 1)", "samples": 16, "seeded": True}
+    assert q["held_out"]["samples"] == 32 and q["held_out"]["source"] != q["calibration"]["source"]
+    assert q["source_fingerprint"].startswith("sha256:") and q["budgets_ok"] is True
+    assert "not your data's distribution" in q["notes"][0]
+
+
+def test_accuracy_is_measured_per_output_on_held_out_samples(quantized):
+    (logits,) = quantized.accuracy
+    assert logits.samples == 32 and 20.0 < logits.sqnr_db < 80.0  # quantized: close, not exact
+    assert 0.0 < logits.max_abs < logits.rms and logits.top1_agreement is not None
+    assert [c.budget for c in quantized.checks] == ["min-sqnr", "max-top1-drop"] and quantized.budgets_ok
+
+
+def test_the_worst_nodes_name_nodes_of_the_float_model(quantized, cnn):
+    nodes = {n.name for n in onnx.load(str(cnn)).graph.node}
+    worst = quantized.worst_nodes
+    assert 0 < len(worst) <= 10
+    measured = [w.qdq_sqnr_db for w in worst if w.qdq_sqnr_db is not None]
+    assert measured == sorted(measured) and all(w.node in nodes for w in worst if w.op_type != "(input)")
+
+
+def test_latency_of_both_models_is_timed_side_by_side(quantized):
+    lat = quantized.latency
+    assert lat is not None and lat.batch == 8 and lat.float_stats.iterations >= 3 and lat.int8_stats.iterations >= 3
+    assert lat.ratio_p50 > 0 and lat.to_dict()["spinning"] is False
+
+
+def test_a_budget_that_is_exceeded_writes_nothing_and_exits_1(cnn, quick, tmp_path):
+    out = tmp_path / "strict.onnx"
+    with pytest.raises(QuantizeFailed, match="accuracy budget") as failed:
+        portable.quantize(cnn, out, min_sqnr=150.0, latency=False, per_node=False, **quick)
+    result = failed.value.result
+    assert failed.value.exit_code == 1 and result.exit_code == 1 and not result.written
+    assert [c.passed for c in result.checks] == [False] and result.accuracy
+    assert not out.exists() and not out.with_name(out.name + ".json").exists()
+
+
+def test_exclude_keeps_an_op_type_in_float(cnn, quick, tmp_path):
+    result = portable.quantize(cnn, tmp_path / "no_gemm.onnx", exclude=["Gemm"], latency=False, per_node=False,
+                               **quick)
+    model = onnx.load(str(result.path))
+    (gemm,) = [n for n in model.graph.node if n.op_type == "Gemm"]
+    float_inits = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    assert gemm.input[1] in float_inits and result.settings.exclude == ("Gemm",)
+
+
+@pytest.mark.parametrize("value", ["Softmaxx", "node_that_is_not_there"])
+def test_exclude_of_something_the_model_lacks_is_a_usage_error(cnn, quick, tmp_path, value):
+    with pytest.raises(UsageError, match="not an op type or node name of the model"):
+        portable.quantize(cnn, tmp_path / "x.onnx", exclude=[value], **quick)
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_target_qnn_gives_uint8_weights_and_openvino_symmetric_int8_per_channel(cnn, quick, tmp_path):
+    qnn = portable.quantize(cnn, tmp_path / "qnn.onnx", target="qnn", latency=False, per_node=False, **quick)
+    model = onnx.load(str(qnn.path))
+    weights = _dq_of_weights(model)
+    inits = _initializers(model)
+    assert weights and {inits[n.input[0]].dtype for n in weights} == {np.dtype(np.uint8)}
+    assert all(inits[n.input[1]].size == 1 for n in weights)  # per-tensor
+    vino = portable.quantize(cnn, tmp_path / "ov.onnx", target="openvino", latency=False, per_node=False, **quick)
+    model = onnx.load(str(vino.path))
+    inits = _initializers(model)
+    activations = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert activations and all(inits[n.input[2]].dtype == np.int8 and not inits[n.input[2]].any() for n in activations)
+    conv_weights = [n for n in _dq_of_weights(model) if inits[n.input[0]].ndim == 4]
+    assert conv_weights and all(inits[n.input[1]].size > 1 for n in conv_weights)  # per-channel
+    assert vino.settings.from_user == () and portable.validate(vino.path).ok
+
+
+def test_a_flag_overrides_the_targets_default(cnn, quick, tmp_path):
+    result = portable.quantize(cnn, tmp_path / "qnn8.onnx", target="qnn", weights="int8", latency=False,
+                               per_node=False, **quick)
+    inits = _initializers(onnx.load(str(result.path)))
+    assert result.settings.from_user == ("weights",) and result.settings.extra["WeightSymmetric"] is True
+    assert {inits[n.input[0]].dtype for n in _dq_of_weights(onnx.load(str(result.path)))} == {np.dtype(np.int8)}
+
+
+def _npz(path: Path, **arrays: np.ndarray) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+def test_the_users_samples_calibrate_and_their_last_quarter_is_held_out(cnn, quick, tmp_path):
+    images = np.random.default_rng(5).standard_normal((12, 3, 32, 32)).astype(np.float32)
+    data = _npz(tmp_path / "cal.npz", x=images)
+    result = portable.quantize(cnn, tmp_path / "cal.onnx", calibration=data, latency=False, per_node=False,
+                               timing=quick["timing"])
+    assert (result.calibration.count, result.held_out.count) == (9, 3)
+    assert result.calibration.source.endswith("[0:9]") and "held out" in result.held_out.source
+    assert not result.calibration.seeded and result.notes == ()
+
+
+def test_quantizing_twice_needs_force_and_a_quantized_input_is_refused(quantized, quick, tmp_path):
+    with pytest.raises(UsageError, match="file exists"):
+        portable.quantize(quantized.source, quantized.path, **quick)
+    with pytest.raises(UsageError, match="already quantized"):
+        portable.quantize(quantized.path, tmp_path / "again.onnx", **quick)
