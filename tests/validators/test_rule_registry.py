@@ -63,7 +63,7 @@ def test_the_catalogue_holds_every_rule_once_model_rules_first():
     rules = catalogue().rules
     assert [r.id for r in rules[:len(ALL_RULES)]] == [cls.id for cls in ALL_RULES]
     assert {r.phase for r in rules[len(ALL_RULES):]} == {"pre-export"}
-    assert [r.id for r in rules[len(ALL_RULES):]] == [f"PORT10{n}" for n in range(1, 7)]
+    assert [r.id for r in rules[len(ALL_RULES):]] == [f"PORT10{n}" for n in range(1, 8)]
     assert all(catalogue()[r.id] is r and catalogue()[r.name] is r for r in rules)
     assert catalogue().get("port004") is catalogue()["no-control-flow"] and catalogue().get("PORT999") is None
 
