@@ -107,20 +107,23 @@ def _static_cache(model: Any, context: int, batch: int) -> Any:
 def cache_shape(step: Any) -> CacheShape:
     """The cache geometry of a step module (from its first layer; every layer has the same)."""
     keys = step.cache.layers[0].keys
-    return CacheShape(len(step.cache.layers), *keys.shape[:1], keys.shape[1], keys.shape[2], keys.shape[3],
-                      dtype=keys.dtype)
+    batch, heads, context, head_dim = (int(d) for d in keys.shape)
+    return CacheShape(len(step.cache.layers), batch, heads, context, head_dim, keys.dtype)
 
 
 def step_inputs(shape: CacheShape, tokens: int, dtype: Any = None) -> tuple[Any, ...]:
-    """Example inputs of a block of ``tokens`` tokens at position 0 over an empty cache."""
+    """Example inputs of a block of ``tokens`` tokens at position 0 over an empty cache: the four step
+    inputs, then the cache as one dict (``{"key_0": ..., "value_0": ...}``; torch.onnx names its leaves
+    ``past_key_0``..., and torch.export's dynamic batch follows the dict)."""
     import torch
 
     batch, context = shape.batch, shape.context
     positions = torch.arange(tokens).expand(batch, tokens).contiguous()
     mask = (torch.arange(context) < tokens).long().expand(batch, context).contiguous()
-    cache = tuple(torch.zeros(shape.dims, dtype=dtype or shape.dtype) for _ in range(2 * shape.layers))
+    cache = {f"{kind}_{i}": torch.zeros(shape.dims, dtype=dtype or shape.dtype)
+             for i in range(shape.layers) for kind in CACHE_KINDS}
     return (torch.zeros(batch, tokens, dtype=torch.long), positions, torch.zeros(batch, 1, dtype=torch.long),
-            mask, *cache)
+            mask, cache)
 
 
 def _step_class() -> type:
@@ -135,11 +138,11 @@ def _step_class() -> type:
             self.cache = _static_cache(model, context, batch)
 
         def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache_position: torch.Tensor,
-                    attention_mask: torch.Tensor, *past: torch.Tensor) -> dict[str, torch.Tensor]:
+                    attention_mask: torch.Tensor, past: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             layers = self.cache.layers
             for i, layer in enumerate(layers):
                 # clones: StaticLayer.update writes in place (index_copy_), and a graph input stays unchanged
-                layer.keys, layer.values = past[2 * i].clone(), past[2 * i + 1].clone()
+                layer.keys, layer.values = past[f"key_{i}"].clone(), past[f"value_{i}"].clone()
                 layer.cumulative_length = cache_position[0, 0].clone()
             out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                              cache=self.cache, use_cache=True)

@@ -238,7 +238,7 @@ def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool =
     options: dict[str, Any] = {}
     if compiled:
         config = CompileConfig(fullgraph=True, mode="default")
-        config._compile_all_devices = True  # transformers' own switch to compile on CPU too
+        config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
         options = {"cache_implementation": "static", "compile_config": config}
     with _quiet_transformers(), torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,

@@ -49,7 +49,9 @@ def measure_generation(pair: PairSession, prompt: np.ndarray, tokens: int, confi
     timer = timer or HostTimer()
     warm = warm_up(lambda: pair.generate(prompt, tokens), timer, config)
     blocks = math.ceil(prompt.shape[1] / pair.geometry.prefill_tokens)
-    ttft, decode, rates = [], [], []
+    ttft: list[float] = []
+    decode: list[float] = []
+    rates: list[float] = []
     while len(ttft) < config.min_iterations or sum(ttft) + sum(decode) < config.min_seconds:
         seconds = pair.generate(prompt, tokens, timer).step_seconds
         ttft.append(sum(seconds[:blocks]))

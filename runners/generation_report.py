@@ -140,3 +140,27 @@ def tolerance_for(logits: Sequence[np.ndarray], table: ToleranceTable | None) ->
     """The tolerance of the logits' dtype (or the user's ``--atol``/``--rtol`` for ``logits``)."""
     dtype = str(logits[0].dtype) if logits else "float32"
     return (table or ToleranceTable()).for_output("logits", dtype)
+
+
+def render_text(report: GenerationReport) -> str:
+    """The proof and the latency as plain lines (``portable compare --task text-generation``)."""
+    setup = report.setup
+    lines = [f"text generation: {report.prefill} + {report.decode}",
+             f"prompt: {setup.get('prompt_length')} token(s) x {len(report.prompt)} row(s), seed {setup.get('seed')}; "
+             f"{setup.get('tokens')} new token(s); context {setup.get('context')}, prefill blocks of "
+             f"{setup.get('prefill_tokens')}",
+             f"onnxruntime tokens: {list(report.tokens[0]) if report.tokens else []}"]
+    for comparison in report.comparisons:
+        mark = "PASS" if comparison.passed else "FAIL"
+        lines.append(f"{mark} {comparison.message()}")
+        if comparison.max_abs_per_step:
+            lines.append("  max |logits diff| per step: " + " ".join(f"{d:.2g}" for d in comparison.max_abs_per_step))
+    lines += [f"warning: {w}" for w in report.warnings]
+    for runner, figures in (report.latency or {}).items():
+        ttft, decode = figures["ttft"], figures["decode"]
+        lines.append(f"latency ({runner}): time to first token p50 {ttft['p50_s'] * 1e3:.3g} ms "
+                     f"({figures['prefill_calls']} prefill call(s)); decode p50 {decode['p50_s'] * 1e3:.3g} ms, "
+                     f"p90 {decode['p90_s'] * 1e3:.3g} ms per token; {figures['tokens_per_s']:.4g} tokens/s "
+                     f"over {figures['runs']} generation(s)")
+    lines.append("passed" if report.passed else f"failed: {report.message()}")
+    return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from portable.cli.options import output_option, quiet_option, tolerance_options
+from portable.cli.textgen import task_option
 from portable.errors import UsageError
 from portable.io import atomic_write_text
 
@@ -159,18 +160,26 @@ def _load_reference(spec: str, weights: str | None) -> Any:
                    "exceeding it exits 1. Repeatable.")
 @click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
               help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
+@task_option
+@click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
+              help="text-generation: greedy tokens generated from the seeded prompt.")
+@click.option("--prompt-length", default=None, type=click.IntRange(min=1),
+              help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
 @_shared
 def compare(model: str, reference: str, weights: str | None, device: str | None, compile_mode: str,
             no_compile: bool, inputs: str | None, tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
             report_path: str | None, localize: bool, no_latency: bool, warmup_ms: float, warmup_max_ms: float,
             iterations: int,
             duration_ms: float, latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...],
+            task: str, tokens: int, prompt_length: int | None,
             providers: str | None, batch: str | None, dims: tuple[str, ...],
             int_range: tuple[str, ...], seed: int, fmt: str, output: str | None, quiet: bool) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
     Exit 0 when every output of every pair is within tolerance, 1 on a parity failure
-    (or NaN/Inf on either side), 2 on bad options, 3 when something cannot run.
+    (or NaN/Inf on either side), 2 on bad options, 3 when something cannot run. With --task
+    text-generation, MODEL is a pair (NAME.textgen.json or NAME.prefill.onnx) and the proof is
+    greedy generation, token for token (docs/llm.md).
     """
     from portable.runners.api import compare as run_compare
     from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
@@ -187,6 +196,16 @@ def compare(model: str, reference: str, weights: str | None, device: str | None,
     sizes, axes, (ints, per_input) = _batches(batch), parse_dims(dims), parse_int_ranges(int_range)  # before torch
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
+    if task == "text-generation":
+        from portable.cli.textgen import compare_text_generation
+
+        try:
+            return compare_text_generation(model, loaded.module, tokens=tokens, prompt_length=prompt_length, seed=seed,
+                                           no_compile=no_compile, tolerances=table, timing=timing, fmt=fmt,
+                                           output=output, progress=say)
+        finally:
+            if status is not None:
+                status.stop()
     try:
         result = run_compare(model, loaded.module, example_inputs=loaded.example_inputs, device=device,
                              compile_mode=None if no_compile else compile_mode, providers=providers,

@@ -25,6 +25,7 @@ from onnx import numpy_helper
 
 from portable.policy import Policy, dtype_name
 from portable.validators.context import ModelContext
+from portable.validators.graphs import GraphScope
 
 __all__ = ["ROLES", "WEIGHT_MIN_ELEMENTS", "CacheValue", "GraphSide", "PairContext", "Weight", "cache_slot"]
 
@@ -136,10 +137,10 @@ def _weights(ctx: ModelContext) -> list[Weight]:
     return found
 
 
-def _digest(ctx: ModelContext, scope: object, index: int, tensor: onnx.TensorProto) -> str:
+def _digest(ctx: ModelContext, scope: GraphScope, index: int, tensor: onnx.TensorProto) -> str:
     """sha256 of the tensor's values as little-endian bytes, read in place for a lean parse's payload."""
     digest = hashlib.sha256()
-    if ctx.lean is not None and ctx.stripped(scope, index):  # type: ignore[arg-type]
+    if ctx.lean is not None and ctx.stripped(scope, index):
         payload = ctx.lean.payload(index)
         try:
             digest.update(payload)
