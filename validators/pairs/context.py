@@ -170,6 +170,9 @@ class PairContext:
     def other(self, side: GraphSide) -> GraphSide:
         return self.decode if side is self.prefill else self.prefill
 
+    def side(self, role: str) -> GraphSide:
+        return self.prefill if role == "prefill" else self.decode
+
     @cached_property
     def context(self) -> int | None:
         """The declared context (manifest, ``--context``), else the prefill graph's attention mask length."""

@@ -26,7 +26,7 @@ from portable.validators.pairs import PAIR_RULES, PairRule
 from portable.validators.pairs.context import GraphSide, PairContext
 from portable.validators.rules import ALL_RULES
 
-__all__ = ["select_pair_rules", "validate_pair", "weights_fingerprint"]
+__all__ = ["model_policy", "pair_reports", "select_pair_rules", "validate_pair", "weights_fingerprint"]
 
 
 def select_pair_rules(policy: Policy) -> tuple[Policy, list[PairRule]]:
@@ -111,3 +111,19 @@ def weights_fingerprint(side: GraphSide) -> str:
     for dtype, dims, value in sorted(w.key for w in side.weights):
         digest.update(f"{dtype} {list(dims)} {value}\n".encode())
     return f"sha256:{digest.hexdigest()}"
+
+
+def model_policy(policy: Policy) -> Policy:
+    """The policy for single model files beside pairs (``portable validate PATHS --pair A B``): the pair rules'
+    ids taken out of ``--select``/``--ignore``; a selection of pair rules only is a usage error there."""
+    model, _ = select_pair_rules(policy)
+    if policy.select and not model.select:
+        raise UsageError(f"--select {','.join(policy.select)}: pair rules run on --pair PREFILL DECODE only, "
+                         "not on the other paths given")
+    return model
+
+
+def pair_reports(pairs: Sequence[tuple[str, str]], policy: Policy, context: int | None) -> Iterator[ValidationReport]:
+    """Each pair's two reports, in turn (:func:`validate_pair`)."""
+    for prefill, decode in pairs:
+        yield from validate_pair(prefill, decode, policy, context=context)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from portable.findings import Location, Severity
+from portable.findings import Finding, Location, Severity
 from portable.validators.pairs.base import PairFinding, PairRule
 from portable.validators.pairs.context import CacheValue, GraphSide, PairContext
 
@@ -32,22 +32,29 @@ class CacheLength(PairRule):
     id = "PORT202"
     name = "pair-cache-length"
     severity = Severity.ERROR
-    message = "cache input {value} of the {role} graph has no axis of {expected} slots (context {context}, {tokens} token(s) a call)"
+    message = ("cache input {value}{more} of the {role} graph: no axis of {expected} slots (context {context}, "
+               "{tokens} token(s) a call)")
     hint = "export both graphs over one static cache of C slots (--context C)"
 
     def check_pair(self, ctx: PairContext) -> Iterator[PairFinding]:
+        """One finding per graph, at its first such input (a 32-layer model has 64 cache inputs)."""
         context = ctx.context
         for side in ctx.sides:
-            for value in side.cache_inputs.values():
-                symbolic = [d for d in value.dims[1:] if not isinstance(d, int)]
-                if symbolic:
-                    yield side, self.finding(Location(value=value.name), value=value.describe(), role=side.role,
-                                             expected="fixed", context=context or "unknown", tokens=side.tokens or "?",
-                                             hint=f"its length is the symbol '{symbolic[0]}': export a static cache")
-                elif context is not None and not _fits(value, side, context):
-                    yield side, self.finding(Location(value=value.name), value=value.describe(), role=side.role,
-                                             expected=_expected(side, context), context=context,
-                                             tokens=side.tokens or "?")
+            values = list(side.cache_inputs.values())
+            symbolic = [v for v in values if any(not isinstance(d, int) for d in v.dims[1:])]
+            short = [v for v in values if v not in symbolic and context is not None and not _fits(v, side, context)]
+            if symbolic:
+                name = next(d for d in symbolic[0].dims[1:] if not isinstance(d, int))
+                yield side, self._one(side, symbolic, "fixed", context, hint=f"its length is the symbol '{name}': "
+                                      "the cache is dynamic; export a static cache (--task text-generation)")
+            if short and context is not None:
+                yield side, self._one(side, short, _expected(side, context), context)
+
+    def _one(self, side: GraphSide, values: list[CacheValue], expected: str, context: int | None,
+             hint: str | None = None) -> Finding:
+        more = f" and {len(values) - 1} more" if len(values) > 1 else ""
+        return self.finding(Location(value=values[0].name), value=values[0].describe(), more=more, role=side.role,
+                            expected=expected, context=context or "unknown", tokens=side.tokens or "?", hint=hint)
 
 
 def _fits(value: CacheValue, side: GraphSide, context: int) -> bool:

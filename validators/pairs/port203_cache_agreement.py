@@ -31,34 +31,40 @@ class CacheAgreement(PairRule):
     id = "PORT203"
     name = "pair-cache-agreement"
     severity = Severity.ERROR
-    message = "{role} graph: {problem}"
+    message = "{role} graph: {problem}{more}"
     hint = "export both graphs from one model at one precision; convert or edit the pair together"
 
     def check_pair(self, ctx: PairContext) -> Iterator[PairFinding]:
+        """One finding per graph and kind of disagreement, at its first cache value."""
         prefill, decode = ctx.sides
         if not prefill.cache_inputs and not decode.cache_inputs:
-            yield decode, self.finding(Location(), role="decode", problem="neither graph has cache inputs "
+            yield decode, self.finding(Location(), role="decode", more="", problem="neither graph has cache inputs "
                                        "(past_key_0, past_key_values.0.key or past_key_0_in)")
             return
+        problems: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (role, kind) -> [(value, problem)]
         for slot in sorted(set(prefill.cache_inputs) | set(decode.cache_inputs)):
-            yield from self._across(prefill, decode, slot)
+            for role, kind, value, problem in _across(prefill, decode, slot):
+                problems.setdefault((role, kind), []).append((value, problem))
         for side in ctx.sides:
-            for slot, value in sorted(side.cache_inputs.items()):
-                problem = _returned(side, slot, value)
-                if problem:
-                    yield side, self.finding(Location(value=value.name), role=side.role, problem=problem)
+            for slot, cached in sorted(side.cache_inputs.items()):
+                returned = _returned(side, slot, cached)
+                if returned:
+                    problems.setdefault((side.role, "returned"), []).append((cached.name, returned))
+        for (role, _), found in problems.items():
+            more = f" (and {len(found) - 1} more cache value(s) alike)" if len(found) > 1 else ""
+            yield ctx.side(role), self.finding(Location(value=found[0][0]), role=role, problem=found[0][1], more=more)
 
-    def _across(self, prefill: GraphSide, decode: GraphSide, slot: tuple[int, str]) -> Iterator[PairFinding]:
-        a, b = prefill.cache_inputs.get(slot), decode.cache_inputs.get(slot)
-        if a is None or b is None:
-            lacking, having = (prefill, b) if a is None else (decode, a)
-            assert having is not None
-            yield lacking, self.finding(Location(value=having.name), role=lacking.role,
-                                        problem=f"no cache input for layer {slot[0]}'s {slot[1]}s, which the other graph "
-                                        f"takes as {having.describe()}")
-        elif a.dtype != b.dtype or not _same_but_sequence(a, b, prefill, decode):
-            yield decode, self.finding(Location(value=b.name), role="decode",
-                                       problem=f"cache input {b.describe()} differs from the prefill graph's {a.describe()}")
+
+def _across(prefill: GraphSide, decode: GraphSide, slot: tuple[int, str]) -> Iterator[tuple[str, str, str, str]]:
+    """(role, kind, value, problem) where the graphs' cache inputs for ``slot`` disagree."""
+    a, b = prefill.cache_inputs.get(slot), decode.cache_inputs.get(slot)
+    if a is None or b is None:
+        lacking, having = (prefill, b) if a is None else (decode, a)
+        assert having is not None
+        yield (lacking.role, "missing", having.name, f"no cache input for layer {slot[0]}'s {slot[1]}s, which the other "
+               f"graph takes as {having.describe()}")
+    elif a.dtype != b.dtype or not _same_but_sequence(a, b, prefill, decode):
+        yield "decode", "differs", b.name, f"cache input {b.describe()} differs from the prefill graph's {a.describe()}"
 
 
 def _same_but_sequence(a: CacheValue, b: CacheValue, prefill: GraphSide, decode: GraphSide) -> bool:
