@@ -181,7 +181,8 @@ def _validate_pair(graphs: dict[str, ExportResult], plan: _Plan) -> tuple[Valida
 
     ids = tuple(r.id for r in PAIR_RULES if r.id not in plan.policy.ignore)
     pair_policy = plan.policy.with_(select=ids)
-    checked = validate_pair(graphs["prefill"].path, graphs["decode"].path, pair_policy, context=plan.context)
+    checked = validate_pair(graphs["prefill"].path, graphs["decode"].path, pair_policy, context=plan.context,
+                            names=(str(plan.targets.prefill), str(plan.targets.decode)))
     reports = tuple(replace(g.report, findings=g.report.findings + c.findings, rules=g.report.rules + c.rules,
                             model={**g.report.model, **{k: c.model[k] for k in ("pair_role", "weights_fingerprint")}})
                     for g, c in zip(graphs.values(), checked))

@@ -167,7 +167,8 @@ def refusal_findings(model: Any) -> list[Finding]:
     if config is None or not callable(getattr(config, "get_text_config", None)):
         return [precheck_finding("PORT107", f"{type(model).__name__} has no transformers config: the static cache "
                                  "is sized from one", where, hint=_HINT_NOT_CAUSAL_LM)]
-    if "cache" not in inspect.signature(forward).parameters:
+    parameters = inspect.signature(forward).parameters
+    if "cache" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         return [precheck_finding("PORT107", f"{type(model).__name__}.forward takes no cache= argument, so a "
                                  "static cache cannot be passed to it", where, hint=_HINT_NOT_CAUSAL_LM)]
     return _layer_findings(model, where)

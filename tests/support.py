@@ -29,3 +29,14 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def tiny_llm():
+    """``fixtures/models/tiny_llm.py`` as a module (its ``build(family, seed=...)``), loaded on first use (torch)."""
+    name = "portable_tiny_llm_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / "tiny_llm.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -43,10 +43,12 @@ def select_pair_rules(policy: Policy) -> tuple[Policy, list[PairRule]]:
 
 
 def validate_pair(prefill: str | Path, decode: str | Path, policy: Policy | None = None, *,
-                  context: int | None = None) -> tuple[ValidationReport, ValidationReport]:
+                  context: int | None = None, names: tuple[str, str] | None = None
+                  ) -> tuple[ValidationReport, ValidationReport]:
     """The reports of ``prefill`` and ``decode``: model rules on each, pair rules on both. ``context``: the
-    C the cache must hold (default: the prefill graph's attention mask length). An unreadable file gives
-    its report an ``error`` (exit 3) and the pair rules do not run."""
+    C the cache must hold (default: the prefill graph's attention mask length); ``names``: the paths the
+    reports give (default: the files'; an export validates staged files under their targets' names). An
+    unreadable file gives its report an ``error`` (exit 3) and the pair rules do not run."""
     policy = policy or Policy()
     model_policy, pair_rules = select_pair_rules(policy)
     only_pair = bool(policy.select) and not model_policy.select
@@ -54,8 +56,10 @@ def validate_pair(prefill: str | Path, decode: str | Path, policy: Policy | None
     with _loaded((prefill, decode)) as loaded:
         if isinstance(loaded, ValidationReport):
             return _unreadable(loaded, (prefill, decode), policy)
-        reports = [validate_proto(m.proto, m.path, policy, m.size, rules=model_rules) for m in loaded]
-        ctx = PairContext(*(ModelContext(m.proto, m.path, policy, m.size) for m in loaded), policy, context)
+        shown = names or tuple(m.path for m in loaded)
+        reports = [validate_proto(m.proto, name, policy, m.size, rules=model_rules) for m, name in zip(loaded, shown)]
+        ctx = PairContext(*(ModelContext(m.proto, name, policy, m.size) for m, name in zip(loaded, shown)), policy,
+                          context)
         found = _run_pair(pair_rules, ctx)
         prints = [weights_fingerprint(side) for side in ctx.sides]  # while the files are mapped
     ids = tuple(r.id for r in pair_rules)
