@@ -43,8 +43,9 @@ class StepIO(PairRule):
         if decode.tokens != 1:
             yield decode, self.finding(Location(value="input_ids"), role="decode",
                                        problem=f"input_ids {ids.describe()} do not take one token per row")
+        counts = (prefill.tokens, decode.tokens)
         for name in sorted(set(prefill.step_inputs) | set(decode.step_inputs)):
-            problem = _agree(prefill.step_inputs.get(name), decode.step_inputs.get(name), name)
+            problem = _agree(prefill.step_inputs.get(name), decode.step_inputs.get(name), name, counts)
             if problem:
                 yield decode, self.finding(Location(value=name), role="decode", problem=problem)
         problem = _logits(prefill.outputs.get("logits"), decode.outputs.get("logits"))
@@ -52,14 +53,14 @@ class StepIO(PairRule):
             yield decode, self.finding(Location(value="logits"), role="decode", problem=problem)
 
 
-def _agree(a: CacheValue | None, b: CacheValue | None, name: str) -> str | None:
-    """Same dtype and batch, and the same dims but the token axis (dim 1 of ids and positions)."""
+def _agree(a: CacheValue | None, b: CacheValue | None, name: str, counts: tuple[int | None, int | None]) -> str | None:
+    """Same dtype, rank and batch; every other axis the same or the token count of each graph (a mask per query)."""
     if a is None or b is None:
         return f"input '{name}' is in the {'decode' if a is None else 'prefill'} graph only"
     if a.dtype != b.dtype or len(a.dims) != len(b.dims) or a.dims[:1] != b.dims[:1]:
         return f"input {b.describe()} differs from the prefill graph's {a.describe()} (dtype, rank or batch)"
-    if name not in ("input_ids", "position_ids", "inputs_embeds", "token_type_ids") and a.dims != b.dims:
-        return f"input {b.describe()} differs from the prefill graph's {a.describe()}"
+    if any(x != y and (x, y) != counts for x, y in zip(a.dims[1:], b.dims[1:])):
+        return f"input {b.describe()} differs from the prefill graph's {a.describe()} beyond the token count"
     return None
 
 
