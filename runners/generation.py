@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,13 @@ class PairSession:
             steps.append(logits)
             chosen.append(logits.argmax(-1))
         return Trace("onnxruntime", np.stack(chosen, axis=1), tuple(steps), tuple(loop.seconds))
+
+    def decode_call(self, position: int, batch: int = 1) -> Callable[[], object]:
+        """One decode step at slot ``position``, bound once, to be called again and again (timing: the same
+        work each call, the cache read from one buffer set and written to the other)."""
+        loop = _Loop(self, batch, None)
+        binding = loop._bind(self.decode, np.zeros((batch, 1), np.int64), position, 1)
+        return lambda: self.decode.run_with_iobinding(binding)
 
     def check_fits(self, prompt: int, tokens: int) -> None:
         """The prompt's padded blocks and the generated tokens fit in the context."""
