@@ -121,6 +121,9 @@ def _session(path: Path, providers: Sequence[str]) -> Any:
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    # the CUDA provider's ScatterND warns through the default logger, once per node, that duplicate indices are
+    # undefined (a step's cache slots never repeat): the session's own level does not reach that logger
+    ort.set_default_logger_severity(3)
     try:
         return ort.InferenceSession(str(path), options, providers=list(providers))
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
