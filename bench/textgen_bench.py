@@ -73,7 +73,8 @@ def _interleaved(decode: Any, full: Any, config: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in (("hidden", 256), ("layers", 4), ("heads", 4), ("kv-heads", 2), ("intermediate", 688),
-                          ("vocab", 8000), ("context", 256), ("prefill", 32), ("tokens", 32), ("prompt", 20)):
+                          ("vocab", 8000), ("context", 256), ("prefill", 32), ("tokens", 32), ("prompt", 20),
+                          ("threads", 1)):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
     import numpy as np
@@ -89,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         pair = export_text_generation(model, Path(tmp) / "llama", context=args.context, prefill=args.prefill,
                                       tokens=args.tokens)
         full = _full_forward(model, Path(tmp) / "full.onnx")
-        session = PairSession(PairFiles(pair.prefill.path, pair.decode.path))
-        forward = ort.InferenceSession(str(full.path), providers=["CPUExecutionProvider"])
+        # one intra-op thread each by default: on a shared 2-core machine ORT's spinning pool of 2 threads
+        # measures the neighbours' load more than the graph (--threads 2 for ORT's default here)
+        session = PairSession(PairFiles(pair.prefill.path, pair.decode.path), threads=args.threads)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        forward = ort.InferenceSession(str(full.path), options, providers=["CPUExecutionProvider"])
         ids = np.zeros((1, POSITION + 1), np.int64)
         config = TimingConfig()
         head_to_head = _interleaved(session.decode_call(POSITION), lambda: forward.run(None, {"input_ids": ids}), config)

@@ -114,13 +114,16 @@ def prompt_ids(batch: int, length: int, vocab: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, vocab, size=(batch, length), dtype=np.int64)
 
 
-def _session(path: Path, providers: Sequence[str]) -> Any:
-    """An ONNX Runtime session of one graph, ORT's log kept to errors.
-    lead: swap for the shared session factory (runners/sessions.py) once issue 22 lands."""
+def _session(path: Path, providers: Sequence[Any], threads: int | None = None) -> Any:
+    """An ONNX Runtime session of one graph, ORT's log kept to errors; ``threads``: its intra-op threads
+    (default: ORT's, one per core). lead: swap for the shared session factory (runners/sessions.py) once
+    issue 22 lands."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
     # the CUDA provider's ScatterND warns through the default logger, once per node, that duplicate indices are
     # undefined (a step's cache slots never repeat): the session's own level does not reach that logger
     ort.set_default_logger_severity(3)
@@ -134,12 +137,13 @@ class PairSession:
     """The two graphs loaded in ONNX Runtime, and the greedy host loop over them (module docstring).
 
     ``device``: ``cpu``, or ``cuda`` (the cache buffers then live on the GPU; ``providers`` must
-    hold the CUDA provider)."""
+    hold the CUDA provider); ``threads``: ONNX Runtime's intra-op threads (default: one per core)."""
 
-    def __init__(self, files: PairFiles, providers: Sequence[str] = ("CPUExecutionProvider",),
-                 device: str = "cpu") -> None:
+    def __init__(self, files: PairFiles, providers: Sequence[Any] = ("CPUExecutionProvider",),
+                 device: str = "cpu", threads: int | None = None) -> None:
         self.files, self.device = files, device
-        self.prefill, self.decode = _session(files.prefill, providers), _session(files.decode, providers)
+        self.prefill = _session(files.prefill, providers, threads)
+        self.decode = _session(files.decode, providers, threads)
         self.geometry = PairGeometry.of(self.prefill, self.decode)
 
     def generate(self, prompt: np.ndarray, tokens: int, timer: Any = None) -> Trace:
