@@ -4,7 +4,7 @@ Both graphs are one step module (:mod:`portable.exporters.textgen_step`: the mod
 ``StaticCache`` with the cache as explicit inputs and outputs) exported at two token counts, ``P``
 (prefill) and 1 (decode), each through the ordinary export pipeline (:func:`portable.exporters.api.export`:
 torch.export, translation, portable's passes, the contract's rules, the 2 GiB check) into a staging
-folder. Then the pair rules run on the two files (PORT201-204), then the proof: greedy generation of
+folder. Then the pair rules run on the two files (PORT301-204), then the proof: greedy generation of
 ``tokens`` tokens through the pair in ONNX Runtime against the model's own eager ``generate``
 (:func:`portable.runners.textgen.compare_text_generation`). Only when all of it passed are the two
 files and the one manifest written (:func:`portable.exporters.textgen_write.write_pair`); on any

@@ -1,5 +1,5 @@
 """The rule catalogue: one :class:`~portable.ruleinfo.RuleInfo` per rule, model rules (PORT001+),
-pre-export rules (PORT101+) and pair rules (PORT201+, a text-generation export's two graphs), which
+pre-export rules (PORT101+) and pair rules (PORT301+, a text-generation export's two graphs), which
 formatters and ``portable rules`` / ``portable explain`` read.
 
 The records are declared where the rules live (``portable.validators.rules.RULE_INFOS``,

@@ -2,7 +2,7 @@
 
 Both read the rule catalogue (:mod:`portable.catalogue`): the model rules (PORT001+) and the
 pre-export rules (PORT101+, found by ``portable precheck`` and the first phase of ``export``) and the
-pair rules (PORT201+, over a text-generation export's two graphs: ``portable validate --pair``).
+pair rules (PORT301+, over a text-generation export's two graphs: ``portable validate --pair``).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--pair", "pairs", nargs=2, multiple=True, type=click.Path(), metavar="PREFILL DECODE",
-              help="A text-generation pair: each graph's rules, and the pair rules (PORT201+) over both. Repeatable.")
+              help="A text-generation pair: each graph's rules, and the pair rules (PORT301+) over both. Repeatable.")
 @click.option("--context", type=click.IntRange(min=1), default=None,
               help="--pair: the slots C the cache must hold. Default: the attention mask's length.")
 @config_options

@@ -37,7 +37,7 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
 
 
 def _rules() -> list[dict[str, Any]]:
-    """Every rule's metadata from the catalogue: the model rules, then the pre-export (PORT101+) and pair (PORT201+) rules."""
+    """Every rule's metadata from the catalogue: the model rules, then the pre-export (PORT101+) and pair (PORT301+) rules."""
     return [_rule(rule) for rule in catalogue()]
 
 

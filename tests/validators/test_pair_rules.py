@@ -1,4 +1,4 @@
-"""The pair rules (PORT201-204) on small pairs of three naming conventions (fixtures/pairs/build.py), each
+"""The pair rules (PORT301-204) on small pairs of three naming conventions (fixtures/pairs/build.py), each
 rule seen passing on a good pair and failing on a pair broken in its one way; and ``portable validate --pair``."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _write(tmp_path: Path, built: tuple[onnx.ModelProto, onnx.ModelProto]) -> tu
 
 def _found(tmp_path: Path, built, **kwargs) -> list[tuple[str, str, str]]:
     """(graph, rule, message) of every pair finding."""
-    reports = validate_pair(*_write(tmp_path, built), Policy(select=("PORT201", "PORT202", "PORT203", "PORT204")),
+    reports = validate_pair(*_write(tmp_path, built), Policy(select=("PORT301", "PORT302", "PORT303", "PORT304")),
                             **kwargs)
     return [(Path(r.path).name.split(".")[1], f.rule_id, f.message) for r in reports for f in r.findings]
 
@@ -32,13 +32,13 @@ def _found(tmp_path: Path, built, **kwargs) -> list[tuple[str, str, str]]:
 def test_a_good_pair_passes_every_rule(tmp_path, style):
     prefill, decode = validate_pair(*_write(tmp_path, pairs.pair(style=style)))
     assert prefill.ok and decode.ok, prefill.findings + decode.findings
-    assert {"PORT201", "PORT202", "PORT203", "PORT204", "PORT001"} <= set(decode.rules)
+    assert {"PORT301", "PORT302", "PORT303", "PORT304", "PORT001"} <= set(decode.rules)
     assert prefill.model["weights_fingerprint"] == decode.model["weights_fingerprint"]
 
 
-def test_port201_finds_a_weight_that_differs(tmp_path):
+def test_port301_finds_a_weight_that_differs(tmp_path):
     found = _found(tmp_path, pairs.pair(weight_scale=1.01))
-    assert [(g, r) for g, r, _ in found] == [("prefill", "PORT201"), ("decode", "PORT201")]
+    assert [(g, r) for g, r, _ in found] == [("prefill", "PORT301"), ("decode", "PORT301")]
     assert "1 of the prefill graph's 1 weight(s) have no identical tensor" in found[0][2]
 
 
@@ -46,14 +46,14 @@ def test_port201_finds_a_weight_that_differs(tmp_path):
     ({"decode_context": 14}, None, "'past_key_0' float32[1, 2, 14, 4] and 3 more of the decode graph: no axis of 16 or 15"),
     ({}, 32, "of the prefill graph: no axis of 32 or 28 slots"),
 ])
-def test_port202_finds_a_cache_of_another_length(tmp_path, changes, context, expected):
+def test_port302_finds_a_cache_of_another_length(tmp_path, changes, context, expected):
     found = _found(tmp_path, pairs.pair(**changes), context=context)
-    assert any(r == "PORT202" and expected in m for _, r, m in found), found
+    assert any(r == "PORT302" and expected in m for _, r, m in found), found
 
 
-def test_port202_finds_a_dynamic_cache(tmp_path):
+def test_port302_finds_a_dynamic_cache(tmp_path):
     """Optimum's names, and the symbolic length torch.onnx and Optimum give a dynamic cache."""
-    reports = validate_pair(*_write(tmp_path, pairs.pair(style="optimum")), Policy(select=("PORT202",)))
+    reports = validate_pair(*_write(tmp_path, pairs.pair(style="optimum")), Policy(select=("PORT302",)))
     (finding,) = reports[0].findings
     assert "'past_key_values.0.key'" in finding.message and "'past_sequence_length'" in finding.hint
 
@@ -63,9 +63,9 @@ def test_port202_finds_a_dynamic_cache(tmp_path):
     ({"layers": 1}, "no cache input for layer 1's keys"),
     ({"drop_output": "present_value_1"}, "'past_value_1' float32[1, 2, 16, 4] has no cache output"),
 ])
-def test_port203_finds_caches_that_disagree(tmp_path, changes, expected):
+def test_port303_finds_caches_that_disagree(tmp_path, changes, expected):
     found = _found(tmp_path, pairs.pair(**changes))
-    assert any(r == "PORT203" and expected in m for _, r, m in found), found
+    assert any(r == "PORT303" and expected in m for _, r, m in found), found
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -74,9 +74,9 @@ def test_port203_finds_caches_that_disagree(tmp_path, changes, expected):
     ({"batch": 2}, "(dtype, rank or batch)"),
     ({"extra_input": True}, "input 'token_type_ids' is in the decode graph only"),
 ])
-def test_port204_finds_step_inputs_that_disagree(tmp_path, changes, expected):
+def test_port304_finds_step_inputs_that_disagree(tmp_path, changes, expected):
     found = _found(tmp_path, pairs.pair(**changes))
-    assert any(r == "PORT204" and expected in m for _, r, m in found), found
+    assert any(r == "PORT304" and expected in m for _, r, m in found), found
 
 
 def test_the_exported_pair_passes_and_a_mixed_one_fails(tiny_llm_pair, tmp_path):
@@ -85,15 +85,15 @@ def test_the_exported_pair_passes_and_a_mixed_one_fails(tiny_llm_pair, tmp_path)
     assert prefill.ok and decode.ok
     foreign = save(pairs.step(1), tmp_path / "other.onnx")
     mixed = validate_pair(result.prefill.path, foreign)
-    assert {f.rule_id for r in mixed for f in r.findings} >= {"PORT201", "PORT203", "PORT204"}
+    assert {f.rule_id for r in mixed for f in r.findings} >= {"PORT301", "PORT303", "PORT304"}
 
 
 def test_selection_takes_pair_ids_and_refuses_unknown_ones(tmp_path):
     paths = _write(tmp_path, pairs.pair(weight_scale=2.0))
-    only = validate_pair(*paths, Policy(select=("PORT201",)))
-    assert only[0].rules == ("PORT201",) and [f.rule_id for f in only[0].findings] == ["PORT201"]
-    ignored = validate_pair(*paths, Policy(ignore=("PORT201",)))
-    assert ignored[0].ok and "PORT201" not in ignored[0].rules and "PORT001" in ignored[0].rules
+    only = validate_pair(*paths, Policy(select=("PORT301",)))
+    assert only[0].rules == ("PORT301",) and [f.rule_id for f in only[0].findings] == ["PORT301"]
+    ignored = validate_pair(*paths, Policy(ignore=("PORT301",)))
+    assert ignored[0].ok and "PORT301" not in ignored[0].rules and "PORT001" in ignored[0].rules
     with pytest.raises(UsageError, match="PORT299"):
         validate_pair(*paths, Policy(select=("PORT299",)))
 
@@ -113,6 +113,6 @@ def test_the_cli_validates_pairs_beside_files_with_one_exit_code(cli, tmp_path):
     failed = cli("validate", str(good[0]), "--pair", *map(str, bad), "--format", "sarif")
     assert failed.exit_code == 1
     results = json.loads(failed.stdout)["runs"][0]["results"]
-    assert {r["ruleId"] for r in results} == {"PORT201"} and len(results) == 2
-    assert cli("validate", str(good[0]), "--select", "PORT201").exit_code == 2  # a pair rule on a single file
+    assert {r["ruleId"] for r in results} == {"PORT301"} and len(results) == 2
+    assert cli("validate", str(good[0]), "--select", "PORT301").exit_code == 2  # a pair rule on a single file
     assert cli("validate").exit_code == 2

@@ -21,7 +21,7 @@ from portable.validators.rules import ALL_RULES, get_rule
 
 RULES_DIR = Path(__file__).parents[2] / "validators" / "rules"
 PAIRS_DIR = Path(__file__).parents[2] / "validators" / "pairs"
-_PHASE_IDS = {"model": re.compile(r"PORT0\d\d"), "pre-export": re.compile(r"PORT1\d\d"), "pair": re.compile(r"PORT2\d\d")}
+_PHASE_IDS = {"model": re.compile(r"PORT0\d\d"), "pre-export": re.compile(r"PORT1\d\d"), "pair": re.compile(r"PORT3\d\d")}
 
 
 def _duplicates(values: Sequence[str]) -> list[str]:
@@ -96,7 +96,7 @@ _GOOD = catalogue()["PORT004"]
     ((dataclasses.replace(_GOOD, name="NoControlFlow"),), "PORT004: name 'NoControlFlow' is not kebab-case"),
     ((dataclasses.replace(_GOOD, docs=_GOOD.docs.replace("*Bad*", "Bad")),), "PORT004: no *Bad* in its docs"),
     ((dataclasses.replace(catalogue()["PORT101"], docs="Short."),), "PORT101: no *Why* in its docs"),
-    ((dataclasses.replace(catalogue()["PORT201"], id="PORT016"),), "PORT016: not a pair rule id"),
+    ((dataclasses.replace(catalogue()["PORT301"], id="PORT016"),), "PORT016: not a pair rule id"),
     ((dataclasses.replace(_GOOD, hint=""),), "PORT004: no summary or no hint"),
 ])
 def test_the_catalogue_check_fails_on_a_bad_catalogue(bad, problem):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from portable.ruleinfo import RuleInfo
 from portable.validators.pairs.base import PairRule
-from portable.validators.pairs.port201_shared_weights import SharedWeights
-from portable.validators.pairs.port202_cache_length import CacheLength
-from portable.validators.pairs.port203_cache_agreement import CacheAgreement
-from portable.validators.pairs.port204_step_io import StepIO
+from portable.validators.pairs.port301_shared_weights import SharedWeights
+from portable.validators.pairs.port302_cache_length import CacheLength
+from portable.validators.pairs.port303_cache_agreement import CacheAgreement
+from portable.validators.pairs.port304_step_io import StepIO
 
 __all__ = ["PAIR_RULES", "PAIR_RULE_INFOS", "PairRule"]
 

@@ -109,8 +109,8 @@ def _sorted(findings: Sequence[Finding]) -> tuple[Finding, ...]:
 
 
 def weights_fingerprint(side: GraphSide) -> str:
-    """``sha256:<hex>`` over the graph's weights (PORT201's: dtype, dims and bytes, in sorted order, names
-    left out), the same for both graphs of a pair that passes PORT201."""
+    """``sha256:<hex>`` over the graph's weights (PORT301's: dtype, dims and bytes, in sorted order, names
+    left out), the same for both graphs of a pair that passes PORT301."""
     digest = hashlib.sha256()
     for dtype, dims, value in sorted(w.key for w in side.weights):
         digest.update(f"{dtype} {list(dims)} {value}\n".encode())

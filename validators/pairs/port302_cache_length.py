@@ -1,4 +1,4 @@
-"""PORT202 pair-cache-length."""
+"""PORT302 pair-cache-length."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class CacheLength(PairRule):
     (``portable export SPEC --task text-generation --context C``).
     """
 
-    id = "PORT202"
+    id = "PORT302"
     name = "pair-cache-length"
     severity = Severity.ERROR
     message = ("cache input {value}{more} of the {role} graph: no axis of {expected} slots (context {context}, "

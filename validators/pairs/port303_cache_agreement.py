@@ -1,4 +1,4 @@
-"""PORT203 pair-cache-agreement."""
+"""PORT303 pair-cache-agreement."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class CacheAgreement(PairRule):
     text-generation``); do not convert or prune one graph of the pair alone.
     """
 
-    id = "PORT203"
+    id = "PORT303"
     name = "pair-cache-agreement"
     severity = Severity.ERROR
     message = "{role} graph: {problem}{more}"

@@ -1,4 +1,4 @@
-"""PORT204 pair-step-io."""
+"""PORT304 pair-step-io."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class StepIO(PairRule):
     --prefill P --batch N``).
     """
 
-    id = "PORT204"
+    id = "PORT304"
     name = "pair-step-io"
     severity = Severity.ERROR
     message = "{role} graph: {problem}"

@@ -1,4 +1,4 @@
-"""PORT201 pair-shared-weights."""
+"""PORT301 pair-shared-weights."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class SharedWeights(PairRule):
     text-generation``), and convert or quantize them together.
     """
 
-    id = "PORT201"
+    id = "PORT301"
     name = "pair-shared-weights"
     severity = Severity.ERROR
     message = ("{count} of the {role} graph's {total} weight(s) have no identical tensor in the {other} graph "
