@@ -105,6 +105,24 @@ PRECHECK_RULES: dict[str, RuleInfo] = {r.id: r for r in (
         *Fix*: keep fixed sizes with masks: ``torch.where(x > 0, x, 0)``, a multiplication by
         the mask, or ``topk`` with a fixed ``k``.
         """),
+    _rule("PORT107", "static-cache-unsupported", Severity.ERROR,
+          "export a transformers causal LM whose layers all keep keys and values (full or sliding attention)", """
+        ``--task text-generation``: the model's cache can be a static KV cache held as graph inputs.
+
+        *Why*: the text-generation export makes two fixed-shape graphs over a cache of C slots per
+        layer (``past_key_i`` / ``past_value_i``, ``[batch, kv_heads, C, head_dim]``), built with
+        transformers' ``StaticCache``. A model that takes no ``cache=`` argument, has no config to
+        size the cache from, or keeps another state (Mamba's convolution and SSM state, linear
+        attention) has no such cache, and a graph made without one would recompute every token.
+
+        *Bad*: ``portable export model.py:mamba --task text-generation`` (``MambaForCausalLM``);
+        a plain ``nn.Module`` LM whose ``forward`` takes only ``input_ids``.
+
+        *Fix*: export a transformers causal LM (``AutoModelForCausalLM``) of an attention
+        architecture, or give the module the same protocol (``forward(input_ids, position_ids,
+        attention_mask, cache=...)`` returning ``.logits``, a ``config``); export a recurrent model
+        without ``--task``, as one forward over the whole sequence.
+        """),
 )}
 
 

@@ -1,5 +1,6 @@
-"""The rule catalogue: one :class:`~portable.ruleinfo.RuleInfo` per rule, model rules (PORT001+)
-and pre-export rules (PORT101+), which formatters and ``portable rules`` / ``portable explain`` read.
+"""The rule catalogue: one :class:`~portable.ruleinfo.RuleInfo` per rule, model rules (PORT001+),
+pre-export rules (PORT101+) and pair rules (PORT301+, a text-generation export's two graphs), which
+formatters and ``portable rules`` / ``portable explain`` read.
 
 The records are declared where the rules live (``portable.validators.rules.RULE_INFOS``,
 ``portable.exporters.rules.PRECHECK_RULES``): :func:`catalogue` imports them on first use, so
@@ -21,7 +22,7 @@ __all__ = ["Catalogue", "catalogue"]
 
 @dataclass(frozen=True)
 class Catalogue:
-    """Every rule, in listing order (model rules, then pre-export rules)."""
+    """Every rule, in listing order (model rules, then pre-export rules, then pair rules)."""
 
     rules: tuple[RuleInfo, ...]
 
@@ -44,6 +45,7 @@ def catalogue() -> Catalogue:
     """Every rule's record, from where it is declared (imported here, not at module level:
     the validators and the exporter sit above this package). No torch is imported."""
     from portable.exporters.rules import PRECHECK_RULES
+    from portable.validators.pairs import PAIR_RULE_INFOS
     from portable.validators.rules import RULE_INFOS
 
-    return Catalogue(RULE_INFOS + tuple(PRECHECK_RULES.values()))
+    return Catalogue(RULE_INFOS + tuple(PRECHECK_RULES.values()) + PAIR_RULE_INFOS)

@@ -14,7 +14,7 @@ from portable.findings import Severity
 
 __all__ = ["Phase", "RuleInfo", "summary_of"]
 
-Phase = Literal["model", "pre-export"]
+Phase = Literal["model", "pre-export", "pair"]
 
 
 def summary_of(docs: str, default: str = "") -> str:
@@ -35,7 +35,7 @@ class RuleInfo:
     hint: str  # the general remedy a finding carries
     message: str = ""  # the findings' message template; "" when each case words its own
     opt_in: bool = False  # runs only when selected or enabled by the policy
-    phase: Phase = "model"  # "model": checks an ONNX file; "pre-export": the PyTorch code
+    phase: Phase = "model"  # "model": checks an ONNX file; "pre-export": the PyTorch code; "pair": two graphs
 
     def matches(self, key: str) -> bool:
         """True for the rule's id (any case) or name."""

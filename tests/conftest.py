@@ -52,3 +52,19 @@ def pytest_collection_modifyitems(config, items):
             for item in items:
                 if item.get_closest_marker("gpu"):
                     item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_pair(tmp_path_factory):
+    """A text-generation pair of ``fixtures/models/tiny_llm.py:llama`` (C 64, P 8), exported once per session
+    (with its proof: 16 greedy tokens): ``(result, model)``."""
+    from support import FIXTURES
+
+    from portable.exporters.textgen import export_text_generation_spec
+
+    out = tmp_path_factory.mktemp("tiny_llm") / "llama"
+    spec = f"{FIXTURES / 'models' / 'tiny_llm.py'}:llama"
+    result = export_text_generation_spec(spec, out, context=64, prefill=8, tokens=16)
+    from portable.spec import load_spec
+
+    return result, load_spec(spec).module

@@ -40,3 +40,12 @@ def spec_of(name: str) -> str:
 def runner_spec(name: str) -> str:
     """A SPEC for ``compare --reference``: the callable ``name`` of tests/runners/runner_models.py."""
     return f"{ROOT / 'tests' / 'runners' / 'runner_models.py'}:{name}"
+def tiny_llm():
+    """``fixtures/models/tiny_llm.py`` as a module (its ``build(family, seed=...)``), loaded on first use (torch)."""
+    name = "portable_tiny_llm_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / "tiny_llm.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from portable.cli.options import output_option, quiet_option, tolerance_options
+from portable.cli.textgen import task_option
 from portable.errors import ExitCode, UsageError
 from portable.io import atomic_write_text
 
@@ -150,19 +151,37 @@ def _load_reference(spec: str, weights: str | None) -> Any:
                    "exceeding it exits 1. Repeatable.")
 @click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
               help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
+@task_option
+@click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
+              help="text-generation: greedy tokens generated from the seeded prompt.")
+@click.option("--prompt-length", default=None, type=click.IntRange(min=1),
+              help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
 @_shared
 def compare(model: str, reference: str, weights: str | None, report_path: str | None, fmt: str, output: str | None,
-            quiet: bool, **flags: Any) -> None:
+            quiet: bool, task: str, tokens: int, prompt_length: int | None, **flags: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
     Exit 0 when every output of every pair is within tolerance (and every budget is met), 1 on a parity
     failure (or NaN/Inf on either side) or an exceeded budget, 2 on bad options, 3 when something cannot run.
+    With --task text-generation, MODEL is a pair (NAME.textgen.json or NAME.prefill.onnx) and the proof is
+    greedy generation, token for token (docs/llm.md).
     """
     from portable.runners.api import compare as run_compare
 
     options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
+    if task == "text-generation":
+        from portable.cli.textgen import compare_text_generation
+
+        try:
+            return compare_text_generation(model, loaded.module, tokens=tokens, prompt_length=prompt_length,
+                                           seed=options.seed, no_compile=options.compile_mode is None,
+                                           tolerances=options.table(), timing=options.timing, fmt=fmt,
+                                           output=output, progress=say)
+        finally:
+            if status is not None:
+                status.stop()
     try:
         result = run_compare(model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
     finally:

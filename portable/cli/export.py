@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from portable.cli.options import config_options, policy_from_options, quiet_option, tolerance_options
+from portable.cli.textgen import task_option
 from portable.formatters import FORMATS, get_formatter
 
 __all__ = ["export", "precheck"]
@@ -46,13 +47,22 @@ def _render(report: Any, fmt: str) -> str:
 @format_option
 @config_options
 @quiet_option
+@task_option
+@click.option("--context", default=256, show_default=True, type=click.IntRange(min=2),
+              help="text-generation: the KV cache's slots C (prompt and generated tokens).")
+@click.option("--prefill", default=32, show_default=True, type=click.IntRange(min=1),
+              help="text-generation: tokens P of one prefill call (the prompt goes through in blocks of P).")
+@click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
+              help="text-generation: greedy tokens of verify's proof (ONNX Runtime against the model's generate).")
 def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precision: str, weights: str | None,
            force: bool, verify: bool, atol: tuple[str, ...], rtol: tuple[str, ...], fmt: str, config: str | None,
-           select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool) -> None:
+           select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool, task: str, context: int,
+           prefill: int, tokens: int) -> None:
     """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file.
 
     Verify's tolerances are compare's defaults for the output's dtype; --atol/--rtol replace them
-    (as in ``portable compare``)."""
+    (as in ``portable compare``). With --task text-generation, SPEC gives a causal LM and -o NAME
+    writes NAME.prefill.onnx, NAME.decode.onnx and NAME.textgen.json (batch 1 unless --batch)."""
     from portable.exporters.api import ExportFailed
     from portable.exporters.inputs import parse_batch, parse_input
     from portable.exporters.spec_export import export_spec
@@ -62,6 +72,12 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
     policy = policy_from_options(config, select, ignore, strict)
     specs = [parse_input(i) for i in inputs]
     tolerances = parse_overrides(atol, rtol)
+    if task == "text-generation":
+        from portable.cli.textgen import export_text_generation
+
+        return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
+                                      force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
+                                      quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
     try:
         result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
                              policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"),

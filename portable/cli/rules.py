@@ -1,7 +1,8 @@
 """``portable rules`` and ``portable explain``: the rule set, documented.
 
 Both read the rule catalogue (:mod:`portable.catalogue`): the model rules (PORT001+) and the
-pre-export rules (PORT101+, found by ``portable precheck`` and the first phase of ``export``).
+pre-export rules (PORT101+, found by ``portable precheck`` and the first phase of ``export``) and the
+pair rules (PORT301+, over a text-generation export's two graphs: ``portable validate --pair``).
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from portable.ruleinfo import RuleInfo
 __all__ = ["explain", "rules"]
 
 
-_PRE_EXPORT = "found before export by `portable precheck` and `portable export`"
+_ABOUT = {"pre-export": "; found before export by `portable precheck` and `portable export`",
+          "pair": "; checked on a prefill/decode pair by `portable validate --pair` and `portable export --task text-generation`"}
 
 
 def _rows() -> list[tuple[str, str, str, str]]:
     return [(r.id, r.name, r.severity.value + (" (opt-in)" if r.opt_in else ""),
-             r.summary if r.phase == "model" else f"pre-export: {r.summary}") for r in catalogue()]
+             r.summary if r.phase == "model" else f"{r.phase}: {r.summary}") for r in catalogue()]
 
 
 def _explanation(rule: RuleInfo) -> str:
-    about = (", opt-in" if rule.opt_in else "") if rule.phase == "model" else f"; {_PRE_EXPORT}"
+    about = (", opt-in" if rule.opt_in else "") if rule.phase == "model" else _ABOUT[rule.phase]
     message = f"\nMessage: {rule.message}" if rule.message else ""
     return f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})\n\n{rule.docs}\n{message}\nFix: {rule.hint}"
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import click
 
@@ -34,11 +35,19 @@ def emit(reports: Sequence[ValidationReport], fmt: str, output: str | None) -> N
         click.echo(text, nl=False)
 
 
-def _run(paths: Sequence[str], policy: Policy, jobs: int, stream: TextFormatter | None) -> list[ValidationReport]:
+def _run(paths: Sequence[str], policy: Policy, jobs: int, stream: TextFormatter | None,
+         pairs: Sequence[tuple[str, str]] = (), context: int | None = None) -> list[ValidationReport]:
     from portable.parallel import validate_many
 
+    if pairs:  # text-generation pairs (docs/llm.md): the pair rules' ids are not model rules'
+        from portable.validators.pairs.engine import model_policy, pair_reports
+
+        files = validate_many(list(collect_models(paths)), model_policy(policy), jobs) if paths else iter(())
+        found: Iterator[ValidationReport] = itertools.chain(files, pair_reports(pairs, policy, context))
+    else:
+        found = validate_many(list(collect_models(paths)), policy, jobs)
     reports = []
-    for report in validate_many(list(collect_models(paths)), policy, jobs):
+    for report in found:
         reports.append(report)
         if stream is not None:
             click.echo(stream.render_report(report), nl=False)
@@ -66,7 +75,11 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--pair", "pairs", nargs=2, multiple=True, type=click.Path(), metavar="PREFILL DECODE",
+              help="A text-generation pair: each graph's rules, and the pair rules (PORT301+) over both. Repeatable.")
+@click.option("--context", type=click.IntRange(min=1), default=None,
+              help="--pair: the slots C the cache must hold. Default: the attention mask's length.")
 @config_options
 @click.option("--ort", is_flag=True, help="Also run PORT014: create an ONNX Runtime CPU session.")
 @click.option("--target", "targets", multiple=True, metavar="NAMES",
@@ -87,10 +100,10 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
               help="Accept the findings recorded in this baseline file; fail only on new ones.")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), default=None,
               help="Record the current findings as the baseline and exit 0.")
-def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
-             strict: bool, ort: bool, targets: tuple[str, ...], max_partitions: int | None, no_fallback: bool, live: bool,
-             fmt: str, output: str | None, extra: tuple[tuple[str, str], ...], jobs: int,
-             baseline: str | None, write_baseline: str | None) -> None:
+def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context: int | None, config: str | None,
+             select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, ort: bool, targets: tuple[str, ...],
+             max_partitions: int | None, no_fallback: bool, live: bool, fmt: str, output: str | None,
+             extra: tuple[tuple[str, str], ...], jobs: int, baseline: str | None, write_baseline: str | None) -> None:
     """Validate ONNX models (files, or folders searched for *.onnx) against the contract.
 
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
@@ -98,6 +111,8 @@ def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...]
     """
     if baseline and write_baseline:
         raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
+    if not paths and not pairs:
+        raise UsageError("nothing to validate: give model files or folders, or --pair PREFILL DECODE")
     policy = merge_cli(policy_from_options(config, select, ignore, strict, ort), targets=targets,
                        max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live)
     if (policy.max_partitions is not None or policy.no_fallback or policy.targets_live) and not policy.targets:
@@ -105,7 +120,7 @@ def validate(paths: tuple[str, ...], config: str | None, select: tuple[str, ...]
     accepted = Baseline.read(baseline) if baseline else None
     streaming = fmt == "text" and output is None and accepted is None and not write_baseline
     stream = TextFormatter(color=use_color(output)) if streaming else None
-    reports = _run(paths, policy, jobs, stream)
+    reports = _run(paths, policy, jobs, stream, pairs, context)
     if write_baseline:
         Baseline.from_reports(reports).write(write_baseline)
         click.echo(f"wrote {write_baseline}: {sum(len(r.findings) for r in reports)} finding(s) accepted", err=True)

@@ -21,7 +21,7 @@ _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 _INFO_URI = "https://github.com/portable-onnx/portable"
 
 
-_TAGS = {"model": ["portability", "onnx"], "pre-export": ["portability", "pytorch"]}
+_TAGS = {"model": ["portability", "onnx"], "pre-export": ["portability", "pytorch"], "pair": ["portability", "onnx", "pair"]}
 
 
 def _rule(rule: RuleInfo) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
 
 
 def _rules() -> list[dict[str, Any]]:
-    """Every rule's metadata from the catalogue: the model rules, then the pre-export rules (PORT101+)."""
+    """Every rule's metadata from the catalogue: the model rules, then the pre-export (PORT101+) and pair (PORT301+) rules."""
     return [_rule(rule) for rule in catalogue()]
 
 

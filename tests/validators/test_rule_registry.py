@@ -1,6 +1,7 @@
 """The rule catalogue is sound: ids ``PORT\\d{3}`` and names unique, every model rule in a module
-named by its id and listed in ``ALL_RULES``, every rule (pre-export too) documented with
-*Why*, *Bad* and *Fix*. Each check is also run on a bad catalogue, to see that it can fail."""
+named by its id and listed in ``ALL_RULES`` (every pair rule likewise in ``PAIR_RULES``), every rule
+(pre-export and pair too) documented with *Why*, *Bad* and *Fix*. Each check is also run on a bad
+catalogue, to see that it can fail."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import pytest
 
 from portable.catalogue import catalogue
 from portable.ruleinfo import RuleInfo
+from portable.validators.pairs import PAIR_RULES
 from portable.validators.rules import ALL_RULES, get_rule
 
 RULES_DIR = Path(__file__).parents[2] / "validators" / "rules"
-# Model rules: PORT0nn on the contract, PORT2nn per target (`--target`); pre-export rules: PORT1nn.
-_PHASE_IDS = {"model": re.compile(r"PORT[02]\d\d"), "pre-export": re.compile(r"PORT1\d\d")}
+PAIRS_DIR = Path(__file__).parents[2] / "validators" / "pairs"
+# Model rules: PORT0nn on the contract, PORT2nn per target (`--target`); pre-export rules: PORT1nn; pair rules: PORT3nn.
+_PHASE_IDS = {"model": re.compile(r"PORT[02]\d\d"), "pre-export": re.compile(r"PORT1\d\d"), "pair": re.compile(r"PORT3\d\d")}
 
 
 def _duplicates(values: Sequence[str]) -> list[str]:
@@ -53,26 +56,31 @@ def test_the_catalogue_is_sound():
 
 def test_every_model_rule_lives_in_a_module_named_by_its_id():
     assert module_problems(ALL_RULES) == []
+    assert module_problems(PAIR_RULES) == []
 
 
 def test_every_rule_module_is_listed_in_all_rules():
     files = sorted(p.stem for p in RULES_DIR.glob("port[0-9][0-9][0-9]_*.py"))
     assert files == sorted(cls.__module__.rsplit(".", 1)[-1] for cls in ALL_RULES)
+    pairs = sorted(p.stem for p in PAIRS_DIR.glob("port[0-9][0-9][0-9]_*.py"))
+    assert pairs == sorted(cls.__module__.rsplit(".", 1)[-1] for cls in PAIR_RULES)
 
 
 def test_the_catalogue_holds_every_rule_once_model_rules_first():
     rules = catalogue().rules
     assert [r.id for r in rules[:len(ALL_RULES)]] == [cls.id for cls in ALL_RULES]
-    assert {r.phase for r in rules[len(ALL_RULES):]} == {"pre-export"}
-    assert [r.id for r in rules[len(ALL_RULES):]] == [f"PORT10{n}" for n in range(1, 7)]
+    rest = rules[len(ALL_RULES):]
+    assert [r.phase for r in rest] == ["pre-export"] * 7 + ["pair"] * len(PAIR_RULES)
+    assert [r.id for r in rest[:7]] == [f"PORT10{n}" for n in range(1, 8)]
+    assert [r.id for r in rest[7:]] == [cls.id for cls in PAIR_RULES]
     assert all(catalogue()[r.id] is r and catalogue()[r.name] is r for r in rules)
     assert catalogue().get("port004") is catalogue()["no-control-flow"] and catalogue().get("PORT999") is None
 
 
 def test_model_records_are_the_rule_classes():
-    for cls in ALL_RULES:
+    for cls in (*ALL_RULES, *PAIR_RULES):
         info = catalogue()[cls.id]
-        assert get_rule(cls.name) is cls
+        assert cls in PAIR_RULES or get_rule(cls.name) is cls
         assert (info.name, info.severity, info.hint, info.message, info.opt_in) == \
             (cls.name, cls.severity, cls.hint, cls.message, cls.opt_in)
         assert info.docs == cls.doc() and info.summary == cls.summary()
@@ -89,6 +97,7 @@ _GOOD = catalogue()["PORT004"]
     ((dataclasses.replace(_GOOD, name="NoControlFlow"),), "PORT004: name 'NoControlFlow' is not kebab-case"),
     ((dataclasses.replace(_GOOD, docs=_GOOD.docs.replace("*Bad*", "Bad")),), "PORT004: no *Bad* in its docs"),
     ((dataclasses.replace(catalogue()["PORT101"], docs="Short."),), "PORT101: no *Why* in its docs"),
+    ((dataclasses.replace(catalogue()["PORT301"], id="PORT016"),), "PORT016: not a pair rule id"),
     ((dataclasses.replace(_GOOD, hint=""),), "PORT004: no summary or no hint"),
 ])
 def test_the_catalogue_check_fails_on_a_bad_catalogue(bad, problem):

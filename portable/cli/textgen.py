@@ -1,0 +1,104 @@
+"""``--task text-generation`` of ``portable export`` and ``portable compare``: each command makes one call here.
+
+torch, onnxruntime and transformers are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from portable.errors import UsageError
+
+__all__ = ["TASKS", "compare_text_generation", "export_text_generation", "task_option"]
+
+TASKS = ("model", "text-generation")
+task_option = click.option("--task", type=click.Choice(TASKS), default="model", show_default=True,
+                           help="model: one graph of the module's forward; text-generation: a causal LM as a prefill and "
+                                "a decode graph over a static KV cache (docs/llm.md).")
+
+
+def _given(*names: str) -> list[str]:
+    """The options of the current command that the user set (not left at their defaults)."""
+    ctx = click.get_current_context()
+    return [n for n in names if ctx.get_parameter_source(n) not in (None, click.core.ParameterSource.DEFAULT)]
+
+
+def _refuse(names: tuple[str, ...]) -> None:
+    given = set(_given(*names))
+    if given:
+        params = click.get_current_context().command.params
+        flags = ", ".join(p.opts[0] for p in params if p.name in given)
+        raise UsageError(f"{flags}: not used with --task text-generation (docs/llm.md)")
+
+
+def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], batch: str, precision: str,
+                           weights: str | None, force: bool, verify: bool, tolerances: Any, fmt: str, policy: Any,
+                           quiet: bool, context: int, prefill: int, tokens: int, debug: bool) -> None:
+    """``portable export SPEC --task text-generation -o NAME``: the pair, its manifest, the proof; exit 0 or 1."""
+    from portable.exporters.inputs import parse_batch
+    from portable.exporters.job import ExportFailed
+    from portable.exporters.textgen import export_text_generation_spec
+    from portable.progress import Phases
+
+    if inputs:
+        raise UsageError("-i/--input: not used with --task text-generation (the graphs' inputs are the step's)")
+    size = parse_batch(batch) if _given("batch") else 1  # a fixed batch of 1 unless asked
+    try:
+        result = export_text_generation_spec(spec, output, weights=weights, phases=Phases(quiet or fmt != "text"),
+                                             context=context, prefill=prefill, batch=size, precision=precision,
+                                             policy=policy, verify=verify, tokens=tokens, force=force,
+                                             tolerances=tolerances)
+    except ExportFailed as exc:  # a graph's findings, the refusal (PORT107), the pair rules, the proof
+        _failed(exc, fmt, getattr(exc, "proof", None), debug)
+    for warning in result.proof.warnings if result.proof else ():
+        click.echo(f"portable: warning: generation proof: {warning}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps({"ok": True, **result.to_dict()}, indent=2))
+    elif not quiet:
+        proof = result.proof.message() if result.proof else "not run (--no-verify)"
+        click.echo(f"wrote {result.prefill.path} and {result.decode.path} (weights {result.weights_fingerprint[:19]}…), "
+                   f"manifest {result.manifest_path}; proof: {proof}")
+
+
+def _failed(exc: Any, fmt: str, proof: Any, debug: bool) -> None:
+    from portable.formatters import get_formatter
+
+    if fmt == "json":
+        click.echo(json.dumps({"ok": False, "message": exc.message, "validation": exc.report.to_dict(),
+                               "proof": proof.to_dict() if proof else None}, indent=2))
+    else:
+        click.echo(get_formatter(fmt).render([exc.report]))
+    if exc.detail and debug:
+        click.echo(exc.detail, err=True)
+    click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
+    raise click.exceptions.Exit(int(exc.exit_code))
+
+
+_COMPARE_UNUSED = ("providers", "batch", "dims", "int_range", "inputs", "tf32", "report_path", "localize",
+                   "latency_budgets", "error_budgets", "compile_mode", "device")
+
+
+def compare_text_generation(model: str, reference: Any, *, tokens: int, prompt_length: int | None, seed: int,
+                            no_compile: bool, tolerances: Any, timing: Any, fmt: str, output: str | None,
+                            progress: Any) -> None:
+    """``portable compare PAIR --reference SPEC --task text-generation``: greedy tokens and logits, ORT CPU
+    against the model's own generate (eager and compiled), and the generation latency; exit 0 or 1."""
+    from portable.io import atomic_write_text
+    from portable.runners.generation_report import render_text
+    from portable.runners.textgen import compare_text_generation as run
+
+    _refuse(_COMPARE_UNUSED)
+    report = run(model, reference, tokens=tokens, prompt_length=prompt_length, seed=seed,
+                 compile=not no_compile, tolerances=tolerances, timing=timing, progress=progress)
+    text = json.dumps(report.to_dict(), indent=2) + "\n" if fmt == "json" else render_text(report)
+    if output:
+        atomic_write_text(output, text)
+    else:
+        click.echo(text, nl=False)
+    for warning in report.warnings:
+        click.echo(f"portable: warning: {warning}", err=True)
+    if not report.passed:
+        raise click.exceptions.Exit(int(report.exit_code))

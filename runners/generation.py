@@ -1,0 +1,263 @@
+"""Greedy generation through a prefill/decode pair in ONNX Runtime, and through the model's own ``generate``.
+
+The host loop of a text-generation export (``portable export --task text-generation``,
+docs/llm.md) is array work, and this module is that loop: the cache starts as zeros of
+``[batch, heads, C, head_dim]`` per layer; the prompt goes through the prefill graph in blocks
+of ``P`` tokens (the last block padded: its padded slots lie after the last real token, so
+the causal mask hides them and the next step overwrites them); then each decode step feeds the
+last token at the next slot. Every call's ``present_*`` outputs are the next call's ``past_*``
+inputs. The session binds them (ONNX Runtime's I/O binding) to two sets of buffers used in turn,
+so the cache is never copied by the host and, on a GPU, never leaves the device; only the
+logits of the step's last real token are read back.
+
+The reference is transformers' ``generate`` on the same prompt (greedy, no end-of-sequence
+stop): eager, and ``torch.compile``d over a static cache (``cache_implementation="static"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from portable.errors import InputError, UsageError
+
+__all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "prompt_ids", "torch_generate"]
+
+MANIFEST_SUFFIX = ".textgen.json"
+_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+@dataclass(frozen=True)
+class PairFiles:
+    """The two graphs of a text-generation export."""
+
+    prefill: Path
+    decode: Path
+
+    @classmethod
+    def find(cls, path: str | Path) -> PairFiles:
+        """From the pair's manifest (``NAME.textgen.json``) or either of its files (``NAME.prefill.onnx``)."""
+        path = Path(path)
+        if path.name.endswith(MANIFEST_SUFFIX):
+            return cls._from_manifest(path)
+        for kind in ("prefill", "decode"):
+            if path.name.endswith(f".{kind}.onnx"):
+                stem = path.name[: -len(f".{kind}.onnx")]
+                pair = cls(path.with_name(f"{stem}.prefill.onnx"), path.with_name(f"{stem}.decode.onnx"))
+                pair.check()
+                return pair
+        raise UsageError(f"{path}: not a text-generation pair: expected NAME{MANIFEST_SUFFIX}, NAME.prefill.onnx "
+                         "or NAME.decode.onnx")
+
+    @classmethod
+    def _from_manifest(cls, path: Path) -> PairFiles:
+        try:
+            graphs = json.loads(path.read_text())["graphs"]
+            pair = cls(path.with_name(graphs["prefill"]["file"]), path.with_name(graphs["decode"]["file"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"not a text-generation manifest: {type(exc).__name__}: {exc}", path=str(path)) from None
+        pair.check()
+        return pair
+
+    def check(self) -> None:
+        for file in (self.prefill, self.decode):
+            if not file.is_file():
+                raise InputError("no such file (one graph of the pair)", path=str(file))
+
+
+@dataclass(frozen=True)
+class PairGeometry:
+    """What the host loop needs to know, read from the graphs' inputs."""
+
+    batch: int | None  # None: dynamic
+    context: int
+    prefill_tokens: int
+    cache_names: tuple[str, ...]  # past_* inputs, in order
+    cache_dims: tuple[int, ...]  # [heads, C, head_dim] after the batch
+    cache_dtype: Any
+
+    @classmethod
+    def of(cls, prefill: Any, decode: Any) -> PairGeometry:
+        """From two ONNX Runtime sessions (their ``get_inputs()``)."""
+        inputs = {i.name: i for i in prefill.get_inputs()}
+        missing = [n for n in ("input_ids", "position_ids", "cache_position", "attention_mask") if n not in inputs]
+        cache = [i for i in prefill.get_inputs() if i.name.startswith("past_")]
+        if missing or not cache:
+            raise InputError(f"not a text-generation graph: no input {', '.join(missing) or 'past_*'}")
+        ids, first = inputs["input_ids"].shape, cache[0]
+        decode_ids = next((i.shape for i in decode.get_inputs() if i.name == "input_ids"), None)
+        if decode_ids is None or decode_ids[1] != 1:
+            raise InputError(f"the decode graph's input_ids are {decode_ids}, not [batch, 1]")
+        return cls(ids[0] if isinstance(ids[0], int) else None, int(inputs["attention_mask"].shape[1]), int(ids[1]),
+                   tuple(i.name for i in cache), tuple(int(d) for d in first.shape[1:]), _NUMPY[first.type])
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One runner's greedy generation: the new tokens ``[batch, N]`` and each step's logits ``[batch, V]``."""
+
+    runner: str
+    tokens: np.ndarray
+    logits: tuple[np.ndarray, ...]
+    step_seconds: tuple[float, ...] = ()  # per call: prefill block(s) first, then each decode step
+
+
+def prompt_ids(batch: int, length: int, vocab: int, seed: int) -> np.ndarray:
+    """The seeded prompt: ``[batch, length]`` token ids below ``vocab``."""
+    return np.random.default_rng(seed).integers(0, vocab, size=(batch, length), dtype=np.int64)
+
+
+def _session(path: Path, providers: Sequence[Any], threads: int | None = None) -> Any:
+    """An ONNX Runtime session of one graph, ORT's log kept to errors; ``threads``: its intra-op threads
+    (default: ORT's, one per core). lead: swap for the shared session factory (runners/sessions.py) once
+    issue 22 lands."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    # the CUDA provider's ScatterND warns through the default logger, once per node, that duplicate indices are
+    # undefined (a step's cache slots never repeat): the session's own level does not reach that logger
+    ort.set_default_logger_severity(3)
+    try:
+        return ort.InferenceSession(str(path), options, providers=list(providers))
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
+        raise InputError(f"ONNX Runtime cannot load it: {' '.join(str(exc).split())[:300]}", path=str(path)) from None
+
+
+class PairSession:
+    """The two graphs loaded in ONNX Runtime, and the greedy host loop over them (module docstring).
+
+    ``device``: ``cpu``, or ``cuda`` (the cache buffers then live on the GPU; ``providers`` must
+    hold the CUDA provider); ``threads``: ONNX Runtime's intra-op threads (default: one per core)."""
+
+    def __init__(self, files: PairFiles, providers: Sequence[Any] = ("CPUExecutionProvider",),
+                 device: str = "cpu", threads: int | None = None) -> None:
+        self.files, self.device = files, device
+        self.prefill = _session(files.prefill, providers, threads)
+        self.decode = _session(files.decode, providers, threads)
+        self.geometry = PairGeometry.of(self.prefill, self.decode)
+
+    def generate(self, prompt: np.ndarray, tokens: int, timer: Any = None) -> Trace:
+        """Greedy generation of ``tokens`` new tokens after ``prompt`` ``[batch, L]``."""
+        self.check_fits(prompt.shape[1], tokens)
+        loop = _Loop(self, prompt.shape[0], timer)
+        logits = loop.prefill(prompt)
+        steps, chosen = [logits], [logits.argmax(-1)]
+        for i in range(1, tokens):
+            logits = loop.step(self.decode, chosen[-1][:, None], prompt.shape[1] + i - 1)
+            steps.append(logits)
+            chosen.append(logits.argmax(-1))
+        return Trace("onnxruntime", np.stack(chosen, axis=1), tuple(steps), tuple(loop.seconds))
+
+    def decode_call(self, position: int, batch: int = 1) -> Callable[[], object]:
+        """One decode step at slot ``position``, bound once, to be called again and again (timing: the same
+        work each call, the cache read from one buffer set and written to the other)."""
+        loop = _Loop(self, batch, None)
+        binding = loop._bind(self.decode, np.zeros((batch, 1), np.int64), position, 1)
+        return lambda: self.decode.run_with_iobinding(binding)
+
+    def check_fits(self, prompt: int, tokens: int) -> None:
+        """The prompt's padded blocks and the generated tokens fit in the context."""
+        geometry = self.geometry
+        blocks = math.ceil(prompt / geometry.prefill_tokens) * geometry.prefill_tokens
+        if prompt < 1 or tokens < 1 or max(blocks, prompt + tokens - 1) > geometry.context:
+            raise UsageError(f"a prompt of {prompt} token(s) (prefill blocks of {geometry.prefill_tokens}) and "
+                             f"{tokens} new token(s) do not fit a context of {geometry.context}")
+
+
+class _Loop:
+    """One generation's cache buffers (two sets, used in turn) and its calls."""
+
+    def __init__(self, pair: PairSession, batch: int, timer: Any) -> None:
+        import onnxruntime as ort
+
+        self.pair, self.batch, self.timer = pair, batch, timer
+        geometry = pair.geometry
+        if geometry.batch is not None and geometry.batch != batch:
+            raise UsageError(f"the pair's batch is static ({geometry.batch}); a batch of {batch} cannot run")
+        dims = (batch, *geometry.cache_dims)
+        zeros = lambda: ort.OrtValue.ortvalue_from_numpy(np.zeros(dims, geometry.cache_dtype), pair.device, 0)  # noqa: E731
+        self.cache = [zeros() for _ in geometry.cache_names]
+        self.spare = [zeros() for _ in geometry.cache_names]
+        self.seconds: list[float] = []
+
+    def prefill(self, prompt: np.ndarray) -> np.ndarray:
+        block = self.pair.geometry.prefill_tokens
+        logits = np.empty(0)
+        for start in range(0, prompt.shape[1], block):
+            logits = self.step(self.pair.prefill, prompt[:, start:start + block], start, block)
+        return logits
+
+    def step(self, session: Any, ids: np.ndarray, position: int, tokens: int = 1) -> np.ndarray:
+        """Run one graph on ``ids`` (padded to ``tokens``) at slot ``position``; the logits of the last real token."""
+        binding = self._bind(session, ids, position, tokens)
+        if self.timer is None:
+            session.run_with_iobinding(binding)
+        else:
+            self.seconds.append(self.timer.time(lambda: session.run_with_iobinding(binding)))
+        self.cache, self.spare = self.spare, self.cache
+        return binding.get_outputs()[0].numpy()[:, ids.shape[1] - 1]
+
+    def _bind(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> Any:
+        binding = session.io_binding()
+        context, count = self.pair.geometry.context, ids.shape[1]
+        padded = np.zeros((self.batch, tokens), np.int64)
+        padded[:, :count] = ids
+        positions = np.broadcast_to(np.arange(position, position + tokens, dtype=np.int64), (self.batch, tokens))
+        mask = np.broadcast_to((np.arange(context) < position + count).astype(np.int64), (self.batch, context))
+        start = np.full((self.batch, 1), position, np.int64)
+        for name, value in zip(("input_ids", "position_ids", "cache_position", "attention_mask"),
+                               (padded, positions, start, mask)):
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        binding.bind_output("logits", self.pair.device)  # first: get_outputs() follows the binding order
+        for name, past, present in zip(self.pair.geometry.cache_names, self.cache, self.spare):
+            binding.bind_ortvalue_input(name, past)
+            binding.bind_ortvalue_output("present_" + name.removeprefix("past_"), present)
+        return binding
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' generation notices (pad token, compile) stay off stderr."""
+    import warnings
+
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool = False, device: str = "cpu") -> Trace:
+    """The model's own greedy ``generate``: eager (its default cache), or ``torch.compile``d over a
+    static cache (transformers compiles the decoding forward; on CPU only when asked, as here)."""
+    import torch
+    from transformers import CompileConfig
+
+    ids = torch.from_numpy(prompt).to(device)
+    options: dict[str, Any] = {}
+    if compiled:
+        config = CompileConfig(fullgraph=True, mode="default")
+        config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
+        options = {"cache_implementation": "static", "compile_config": config}
+    with _quiet_transformers(), torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
+                             do_sample=False, eos_token_id=None, pad_token_id=0, output_logits=True,
+                             return_dict_in_generate=True, **options)
+    new = out.sequences[:, prompt.shape[1]:].cpu().numpy()
+    logits = tuple(step.float().cpu().numpy() for step in out.logits)
+    return Trace("torch-compiled" if compiled else "torch-eager", new, logits)
