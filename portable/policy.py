@@ -53,6 +53,7 @@ class Policy:
     max_partitions: int | None = None  # gate: more partitions on a target is an error (PORT203)
     no_fallback: bool = False  # gate: any node a target leaves to its fallback is an error (PORT203)
     targets_live: bool = False  # also ask the installed runtimes (ONNX Runtime CPU, OpenVINO)
+    exit_zero: bool = False  # --exit-zero: findings are reported but never fail the run (an unreadable model still does)
     source: str = field(default="defaults", compare=False)
 
     def with_(self, **changes: Any) -> Policy:
@@ -240,7 +241,7 @@ def load_policy(config: str | Path | None = None, *, discover: bool = True) -> P
 
 def merge_cli(policy: Policy, **overrides: Iterable[str] | bool | int | None) -> Policy:
     """Apply command-line overrides (``--select``, ``--ignore``, ``--strict``, ``--ort``, ``--target``,
-    ``--max-partitions``, ``--no-fallback``, ``--live``)."""
+    ``--max-partitions``, ``--no-fallback``, ``--live``, ``--exit-zero``)."""
     changes: dict[str, Any] = {}
     for key, value in overrides.items():
         if value is None or value == () or value is False:

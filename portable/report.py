@@ -105,7 +105,7 @@ class ValidationReport:
     def exit_code(self) -> ExitCode:
         if self.error is not None:
             return ExitCode.ERROR
-        return ExitCode.FINDINGS if self.failing() else ExitCode.OK
+        return ExitCode.FINDINGS if self.failing() and not self.policy.exit_zero else ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,6 +7,8 @@ pair rules (PORT301+, over a text-generation export's two graphs: ``portable val
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from portable.catalogue import catalogue
@@ -25,10 +27,21 @@ def _rows() -> list[tuple[str, str, str, str]]:
              r.summary if r.phase == "model" else f"{r.phase}: {r.summary}") for r in catalogue()]
 
 
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _message(template: str) -> str:
+    """The message template as a reader sees it: ``{found}`` as ``<found>``; nothing when the
+    template is one placeholder (``{what}``: the message is written per finding)."""
+    if not template or _PLACEHOLDER.fullmatch(template.strip()):
+        return ""
+    return f"\nMessage: {_PLACEHOLDER.sub(lambda m: f'<{m[1]}>', template)}"
+
+
 def _explanation(rule: RuleInfo) -> str:
     about = (", opt-in" if rule.opt_in else "") if rule.phase == "model" else _ABOUT[rule.phase]
-    message = f"\nMessage: {rule.message}" if rule.message else ""
-    return f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})\n\n{rule.docs}\n{message}\nFix: {rule.hint}"
+    message = _message(rule.message)
+    return f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})\n\n{rule.docs}\n{message}\nFix: {_PLACEHOLDER.sub(lambda m: f'<{m[1]}>', rule.hint)}"
 
 
 @click.command()

@@ -54,6 +54,16 @@ def _run(paths: Sequence[str], policy: Policy, jobs: int, stream: TextFormatter 
     return reports
 
 
+def _emit_statistics(reports: Sequence[ValidationReport], fmt: str, output: str | None) -> None:
+    from portable.formatters.statistics import render_statistics
+
+    text = render_statistics(reports, fmt)
+    if output:
+        atomic_write_text(output, text)
+    else:
+        click.echo(text, nl=False)
+
+
 def _parse_reports(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     parsed = []
     for value in values:
@@ -94,6 +104,10 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @output_option
 @click.option("--report", "extra", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _parse_reports(v),
               help="Also write the report in FORMAT to FILE (repeatable), e.g. sarif=portable.sarif.")
+@click.option("--statistics", is_flag=True,
+              help="Print how often each rule fired (text, or json with --format json) instead of the findings.")
+@click.option("--exit-zero", is_flag=True,
+              help="Exit 0 even when findings fail (the report's exit_code says 0 too); an unreadable model still exits 3.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes; results stay in input order.")
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None,
@@ -103,7 +117,8 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context: int | None, config: str | None,
              select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, ort: bool, targets: tuple[str, ...],
              max_partitions: int | None, no_fallback: bool, live: bool, fmt: str, output: str | None,
-             extra: tuple[tuple[str, str], ...], jobs: int, baseline: str | None, write_baseline: str | None) -> None:
+             extra: tuple[tuple[str, str], ...], statistics: bool, exit_zero: bool, jobs: int, baseline: str | None,
+             write_baseline: str | None) -> None:
     """Validate ONNX models (files, or folders searched for *.onnx) against the contract.
 
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
@@ -113,12 +128,14 @@ def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context
         raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
     if not paths and not pairs:
         raise UsageError("nothing to validate: give model files or folders, or --pair PREFILL DECODE")
+    if statistics and fmt not in ("text", "json"):
+        raise UsageError(f"--statistics prints text or json, not {fmt}: drop --format {fmt} or --statistics")
     policy = merge_cli(policy_from_options(config, select, ignore, strict, ort), targets=targets,
-                       max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live)
+                       max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live, exit_zero=exit_zero)
     if (policy.max_partitions is not None or policy.no_fallback or policy.targets_live) and not policy.targets:
         raise UsageError("--max-partitions, --no-fallback and --live apply to targets: name them with --target")
     accepted = Baseline.read(baseline) if baseline else None
-    streaming = fmt == "text" and output is None and accepted is None and not write_baseline
+    streaming = fmt == "text" and output is None and accepted is None and not write_baseline and not statistics
     stream = TextFormatter(color=use_color(output)) if streaming else None
     reports = _run(paths, policy, jobs, stream, pairs, context)
     if write_baseline:
@@ -130,6 +147,8 @@ def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context
         reports, stale = accepted.apply(reports)
     if stream is not None:
         click.echo(stream.render_summary(reports), nl=False)
+    elif statistics:
+        _emit_statistics(reports, fmt, output)
     else:
         emit(reports, fmt, output)
     for extra_fmt, path in extra:

@@ -1,4 +1,4 @@
-"""Report formats, one class each: text, json, junit, sarif, github.
+"""Report formats, one class each: text, concise, json, junit, sarif, github, gitlab.
 
 A formatter's module is imported when it is asked for (``portable validate`` with the text
 format never loads the XML or SARIF writers: start-up time)."""
@@ -19,6 +19,8 @@ FORMATS: dict[str, str] = {
     "junit": "portable.formatters.junit:JunitFormatter",
     "sarif": "portable.formatters.sarif:SarifFormatter",
     "github": "portable.formatters.github:GithubFormatter",
+    "concise": "portable.formatters.concise:ConciseFormatter",
+    "gitlab": "portable.formatters.gitlab:GitlabFormatter",
 }
 
 

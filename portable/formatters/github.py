@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from portable.findings import Finding, Severity
-from portable.formatters.base import Formatter
+from portable.formatters.base import Formatter, annotated_source, message_with_hint
 from portable.report import ValidationReport
 
 __all__ = ["GithubFormatter"]
@@ -22,13 +22,13 @@ def _escape_property(text: str) -> str:
 
 
 def _annotation(finding: Finding, model: str) -> str:
-    source = finding.location.source
+    source = annotated_source(finding)
     props = [f"file={_escape_property(source.file if source else model)}"]
     if source is not None:
         props.append(f"line={source.line}")
     props.append(f"title={_escape_property(f'{finding.rule_id} {finding.rule_name}')}")
     where = finding.location.describe()
-    message = f"{model}: {where}: {finding.message} (fix: {finding.hint})"
+    message = f"{model}: {where}: {message_with_hint(finding)}"
     return f"::{_COMMAND[finding.severity]} {','.join(props)}::{_escape_data(message)}"
 
 

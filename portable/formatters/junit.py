@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from portable.catalogue import catalogue
-from portable.findings import Finding
+from portable.findings import Finding, Severity
 from portable.formatters.base import Formatter
 from portable.report import ValidationReport
 
@@ -17,7 +17,8 @@ def _details(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
         where = f.location.describe() + (f" at {f.location.source}" if f.location.source else "")
-        lines.append(f"[{f.severity.value}] {where}: {f.message} (fix: {f.hint})")
+        fix = "" if f.severity is Severity.INFO else f" (fix: {f.hint})"
+        lines.append(f"[{f.severity.value}] {where}: {f.message}{fix}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from portable._version import __version__
 from portable.catalogue import catalogue
 from portable.findings import Finding, Severity
-from portable.formatters.base import Formatter
+from portable.formatters.base import Formatter, annotated_source, message_with_hint
 from portable.report import ValidationReport
 from portable.ruleinfo import RuleInfo
 
@@ -48,8 +48,9 @@ def _location(finding: Finding, artifact: int, path: str) -> dict[str, Any]:
         "fullyQualifiedName": "/".join(p for p in (loc.graph, loc.node or loc.value) if p),
         "kind": "function" if loc.node else "variable" if loc.value else "module",
     }
-    if loc.source is not None:
-        physical = {"artifactLocation": {"uri": loc.source.file}, "region": {"startLine": loc.source.line}}
+    source = annotated_source(finding)
+    if source is not None:
+        physical = {"artifactLocation": {"uri": source.file}, "region": {"startLine": source.line}}
     else:
         physical = {"artifactLocation": {"uri": path, "index": artifact}}
     return {"physicalLocation": physical, "logicalLocations": [logical]}
@@ -82,10 +83,10 @@ class SarifFormatter(Formatter):
                     "ruleId": finding.rule_id,
                     "ruleIndex": index[finding.rule_id],
                     "level": _LEVEL[finding.severity],
-                    "message": {"text": f"{finding.message} (fix: {finding.hint})"},
+                    "message": {"text": message_with_hint(finding)},
                     "locations": [_location(finding, artifact, report.path)],
                 }
-                if finding.location.source is not None:
+                if annotated_source(finding) is not None:
                     result["relatedLocations"] = [{"id": 1, "message": {"text": "ONNX model"},
                                                    "physicalLocation": {"artifactLocation": {"uri": report.path, "index": artifact}}}]
                 results.append(result)

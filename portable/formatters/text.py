@@ -103,7 +103,8 @@ class TextFormatter(Formatter):
         out = [first]
         if finding.location.source is not None:
             out.append(_line(f"          at {finding.location.source}", style="dim"))
-        out.append(_line(f"          fix: {finding.hint}", style="dim"))
+        if sev is not Severity.INFO:  # info is allowed behaviour: nothing to fix
+            out.append(_line(f"          fix: {finding.hint}", style="dim"))
         return out
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Golden files for all five formats, plus structural checks (XML parses, SARIF required fields).
+"""Golden files for every format, plus structural checks (XML parses, SARIF required fields).
 
 Regenerate the golden files after an intended change with ``PORTABLE_UPDATE_GOLDEN=1 make test``.
 """
@@ -19,7 +19,7 @@ from portable.report import ValidationReport
 from portable.validators import validate
 
 GOLDEN = Path(__file__).parent / "golden"
-SUFFIX = {"text": "txt", "json": "json", "junit": "xml", "sarif": "sarif", "github": "txt"}
+SUFFIX = {"text": "txt", "json": "json", "junit": "xml", "sarif": "sarif", "github": "txt", "concise": "txt", "gitlab": "json"}
 
 
 def _with_source(model):

@@ -29,7 +29,7 @@ class OpsetVersion(Rule):
     name = "opset-version"
     severity = Severity.ERROR
     message = "default-domain opset is {found}, the policy requires {wanted}"
-    hint = "export with opset_version={wanted} (portable export does)"
+    hint = "convert this file: `portable fix MODEL -o OUT.onnx`; or export with opset_version={wanted} (portable export does)"
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         wanted = ctx.policy.opset

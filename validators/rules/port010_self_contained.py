@@ -58,14 +58,25 @@ class SelfContained(Rule):
     name = "self-contained"
     severity = Severity.ERROR
     message = "{what}"
-    hint = "save with weights inline (external_data=False); keep the file under the size limit"
+    hint = "inline the weights: `portable fix MODEL -o OUT.onnx` (or save with external_data=False)"
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         if not ctx.policy.external_data:
-            for loc, name, where in external_tensors(ctx):
-                yield self.finding(loc, what=f"tensor '{name}' keeps its data in an external file '{where}'")
+            yield from self._external(ctx)
         size = ctx.size if ctx.size is not None else ctx.proto.ByteSize()
         limit = ctx.policy.max_size_bytes
         if size > limit:
             yield self.finding(what=f"model is {size:,} bytes, over the policy's limit of {limit:,} bytes",
                                hint="reduce precision (fp16/bf16) or the model's size; the limit is max-size in the policy")
+
+    def _external(self, ctx: ModelContext) -> Iterator[Finding]:
+        """One finding per external data file (not per tensor: 17 tensors in one ``.data`` file are one
+        problem), at the first tensor that names it."""
+        by_file: dict[str, list[tuple[Location, str]]] = {}
+        for loc, name, where in external_tensors(ctx):
+            by_file.setdefault(where, []).append((loc, name))
+        for where, tensors in by_file.items():
+            loc, first = tensors[0]
+            what = (f"tensor '{first}' keeps its data in an external file '{where}'" if len(tensors) == 1 else
+                    f"{len(tensors)} tensors ('{first}', ...) keep their data in an external file '{where}'")
+            yield self.finding(loc, what=what)
