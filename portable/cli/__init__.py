@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "validate": "portable.cli.validate:validate",
     "rules": "portable.cli.rules:rules",
     "explain": "portable.cli.rules:explain",
+    "inspect": "portable.cli.inspect:inspect",
     "export": "portable.cli.export:export",
     "precheck": "portable.cli.export:precheck",
     "fix": "portable.cli.fix:fix",

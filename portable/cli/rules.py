@@ -35,13 +35,18 @@ def _message(template: str) -> str:
     template is one placeholder (``{what}``: the message is written per finding)."""
     if not template or _PLACEHOLDER.fullmatch(template.strip()):
         return ""
-    return f"\nMessage: {_PLACEHOLDER.sub(lambda m: f'<{m[1]}>', template)}"
+    return f"\nMessage: {_readable(template)}"
+
+
+def _readable(template: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: f"<{m[1]}>", template)
 
 
 def _explanation(rule: RuleInfo) -> str:
     about = (", opt-in" if rule.opt_in else "") if rule.phase == "model" else _ABOUT[rule.phase]
     message = _message(rule.message)
-    return f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})\n\n{rule.docs}\n{message}\nFix: {_PLACEHOLDER.sub(lambda m: f'<{m[1]}>', rule.hint)}"
+    head = f"{rule.id} {rule.name} (default severity: {rule.severity.value}{about})"
+    return f"{head}\n\n{rule.docs}\n{message}\nFix: {_readable(rule.hint)}"
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""The core install has no torch: validate, fix, rules and explain work without it, and the commands that run
+"""The core install has no torch: validate, fix, inspect, rules and explain work without it, and the commands that run
 PyTorch say in one line what to install (exit 2).
 
 The CLI runs in a subprocess whose ``sys.path`` holds this venv's site-packages as a folder of links with torch
@@ -38,7 +38,7 @@ def _portable(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[
                           timeout=300, cwd=cwd)
 
 
-def test_validate_fix_rules_and_explain_run_without_torch(site: Path, tmp_path: Path) -> None:
+def test_validate_fix_inspect_rules_and_explain_run_without_torch(site: Path, tmp_path: Path) -> None:
     good = save(rule_fixtures.load("PORT004", "good"), tmp_path / "good.onnx")
     bad = save(rule_fixtures.load("PORT001", "bad"), tmp_path / "old.onnx")
     assert _portable(site, "validate", str(good), cwd=tmp_path).returncode == 0
@@ -46,6 +46,8 @@ def test_validate_fix_rules_and_explain_run_without_torch(site: Path, tmp_path: 
     fixed = _portable(site, "fix", str(bad), "-o", str(tmp_path / "fixed.onnx"), cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "proof: holds" in fixed.stdout and (tmp_path / "fixed.onnx").is_file()
+    inspected = _portable(site, "inspect", str(bad), cwd=tmp_path)
+    assert inspected.returncode == 0 and "portable: no (PORT001 x1)" in inspected.stdout, inspected.stderr
     assert _portable(site, "rules", cwd=tmp_path).returncode == 0
     assert _portable(site, "explain", "PORT004", cwd=tmp_path).returncode == 0
 
