@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +11,7 @@ from portable.errors import ExitCode
 from portable.findings import Finding, Severity
 from portable.policy import Policy
 
-__all__ = ["REPORT_SCHEMA_VERSION", "TargetSummary", "ValidationReport", "worst_exit_code"]
+__all__ = ["REPORT_SCHEMA_VERSION", "OpChange", "TargetSummary", "ValidationReport", "op_change", "worst_exit_code"]
 
 REPORT_SCHEMA_VERSION = "1.0"
 
@@ -124,3 +124,29 @@ class ValidationReport:
 def worst_exit_code(reports: Sequence[ValidationReport]) -> ExitCode:
     """The exit code of a run over several models: the worst of them."""
     return max((r.exit_code for r in reports), default=ExitCode.OK)
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """How a rewrite changed a model's op counts (``portable fix`` prints it, as onnxslim does)."""
+
+    before: int
+    after: int
+    changes: tuple[tuple[str, int], ...]  # (op, after - before), largest change first
+
+    def line(self, limit: int = 8) -> str:
+        """``nodes 412 -> 398 (Identity -12, Constant -3, Cast +1)``."""
+        parts = [f"{op} {delta:+d}" for op, delta in self.changes[:limit]]
+        if len(self.changes) > limit:
+            parts.append(f"{len(self.changes) - limit} more")
+        return f"nodes {self.before} -> {self.after}" + (f" ({', '.join(parts)})" if parts else " (no op changed)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"before": self.before, "after": self.after, "changes": dict(self.changes)}
+
+
+def op_change(before: Mapping[str, int], after: Mapping[str, int]) -> OpChange:
+    ops: Iterable[str] = set(before) | set(after)
+    deltas = [(op, after.get(op, 0) - before.get(op, 0)) for op in ops]
+    changes = tuple(sorted(((op, d) for op, d in deltas if d), key=lambda item: (-abs(item[1]), item[0])))
+    return OpChange(sum(before.values()), sum(after.values()), changes)

@@ -10,7 +10,6 @@ without being opened.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from portable.policy import Policy
 from portable.report import ValidationReport
 from portable.validators.graphs import iter_scopes
 
-__all__ = ["ModelSummary", "OpChange", "Signature", "inspect", "op_change", "op_counts"]
+__all__ = ["ModelSummary", "Signature", "inspect", "op_counts"]
 
 # Bits per element of the types whose size numpy's itemsize does not give (sub-byte, strings: 0).
 _BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4, onnx.TensorProto.STRING: 0,
@@ -163,29 +162,3 @@ def inspect(path: str | Path, policy: Policy | None = None) -> ModelSummary:
         return summarize(loaded.proto, str(path), loaded.size, report)
     finally:
         loaded.close()
-
-
-@dataclass(frozen=True)
-class OpChange:
-    """How a rewrite changed a model's op counts (``portable fix`` prints it, as onnxslim does)."""
-
-    before: int
-    after: int
-    changes: tuple[tuple[str, int], ...]  # (op, after - before), largest change first
-
-    def line(self, limit: int = 8) -> str:
-        """``nodes 412 -> 398 (Identity -12, Constant -3, Cast +1)``."""
-        parts = [f"{op} {delta:+d}" for op, delta in self.changes[:limit]]
-        if len(self.changes) > limit:
-            parts.append(f"{len(self.changes) - limit} more")
-        return f"nodes {self.before} -> {self.after}" + (f" ({', '.join(parts)})" if parts else " (no op changed)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"before": self.before, "after": self.after, "changes": dict(self.changes)}
-
-
-def op_change(before: Mapping[str, int], after: Mapping[str, int]) -> OpChange:
-    ops: Iterable[str] = set(before) | set(after)
-    deltas = [(op, after.get(op, 0) - before.get(op, 0)) for op in ops]
-    changes = tuple(sorted(((op, d) for op, d in deltas if d), key=lambda item: (-abs(item[1]), item[0])))
-    return OpChange(sum(before.values()), sum(after.values()), changes)

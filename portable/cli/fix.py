@@ -89,6 +89,8 @@ def render_text(result: Any) -> str:
     quiet = [r.name for r in result.remedies if r.status == "unchanged"]
     if quiet:
         lines.append(f"  unchanged: {', '.join(quiet)}")
+    if result.ops is not None:
+        lines.append(f"  ops: {result.ops.line()}")
     lines += ["", _proof_line(result.proof) if result.proof is not None or result.report is None
               else "proof: not run (--no-verify)"]
     lines += _remaining(result)

@@ -16,7 +16,7 @@ from portable.errors import ExitCode, FindingsError
 from portable.findings import Finding
 from portable.policy import Policy
 from portable.repair.proof import Proof
-from portable.report import ValidationReport
+from portable.report import OpChange, ValidationReport, op_change
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -82,6 +82,14 @@ class FixResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def ops(self) -> OpChange | None:
+        """The op counts' change over the whole fix (the first remedy's input, the last one's output);
+        None when no remedy counted nodes (the fix stopped before the remedies)."""
+        before = next((r.nodes_before for r in self.remedies if r.nodes_before), None)
+        after = next((r.nodes_after for r in reversed(self.remedies) if r.nodes_after), None)
+        return None if before is None or after is None else op_change(before, after)
+
+    @property
     def remaining(self) -> tuple[Finding, ...]:
         """Findings that fail the contract after every remedy: not fixable automatically."""
         return self.report.failing() if self.report is not None else ()
@@ -108,6 +116,7 @@ class FixResult:
             "opset": {"before": self.opset_before, "after": self.opset_after},
             "bytes_internalized": self.bytes_internalized, "dims_fixed": dict(self.dims_fixed),
             "remedies": [r.to_dict() for r in self.remedies],
+            "ops": self.ops.to_dict() if self.ops is not None else None,
             "proof": self.proof.to_dict() if self.proof is not None else None,
             "remaining": [f.to_dict() for f in self.remaining],
             "validation": self.report.to_dict() if self.report is not None else None,

@@ -168,3 +168,20 @@ g (string[batch, 3] x) => (string[batch, 6] y) { y = Concat<axis: int = 1>(x, x)
     assert output["dtype"] == "string" and output["passed"] and output["max_abs"] is None
     text = run(str(source), "-o", str(tmp_path / "out.onnx"), "--force")
     assert text.exit_code == 0 and "max |fixed - original| = 0" in text.stdout
+
+
+def test_the_op_count_change_is_printed_and_matches_the_files(tmp_path, run):
+    """As onnxslim prints it: the whole fix's change per op, from the source's nodes to the written file's."""
+    from collections import Counter
+
+    source = models.write("batch_shapes", tmp_path)
+    out = tmp_path / "out.onnx"
+    data = json.loads(run(str(source), "-o", str(out), "--batch", "2", "--format", "json").stdout)
+    _check_schema(data)
+    before = Counter(n.op_type for n in onnx.load(source).graph.node)
+    after = Counter(n.op_type for n in onnx.load(out).graph.node)
+    assert before != after
+    assert data["ops"] == {"before": sum(before.values()), "after": sum(after.values()),
+                           "changes": {op: after[op] - before[op] for op in before | after if after[op] != before[op]}}
+    text = run(str(source), "-o", str(out), "--batch", "2", "--force").stdout
+    assert f"ops: nodes {sum(before.values())} -> {sum(after.values())} (" in text

@@ -10,7 +10,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from support import rule_fixtures, save
 
-from portable.validators.summary import inspect, op_change
+from portable.report import op_change
+from portable.validators.summary import inspect
 
 
 def _model(weights: int = 70_000) -> onnx.ModelProto:
