@@ -71,7 +71,9 @@ def _alone(module: Any, args: tuple[Any, ...]) -> float:
     from torch.utils import benchmark
 
     with torch.no_grad():
-        timer = benchmark.Timer(stmt="module(*args)", globals={"module": module, "args": args})
+        # Timer's num_threads defaults to 1: time with the threads compare's eager runner has
+        timer = benchmark.Timer(stmt="module(*args)", globals={"module": module, "args": args},
+                                num_threads=torch.get_num_threads())
         return float(timer.blocked_autorange(min_run_time=1.0).median)
 
 
