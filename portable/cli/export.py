@@ -10,6 +10,7 @@ import click
 from portable.cli.options import config_options, policy_from_options, quiet_option, tolerance_options
 from portable.cli.textgen import task_option
 from portable.formatters import FORMATS, get_formatter
+from portable.io import check_writable
 
 __all__ = ["export", "precheck"]
 
@@ -70,6 +71,7 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
     from portable.runners.tolerances import parse_overrides
 
     policy = policy_from_options(config, select, ignore, strict)
+    check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
     specs = [parse_input(i) for i in inputs]
     tolerances = parse_overrides(atol, rtol)
     if task == "text-generation":
