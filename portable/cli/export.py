@@ -12,7 +12,10 @@ from portable.cli.textgen import task_option
 from portable.formatters import FORMATS, get_formatter
 from portable.io import check_writable
 
-__all__ = ["export", "precheck"]
+__all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
+
+# One shape for an export's JSON, written or refused: the major part changes on incompatible changes.
+EXPORT_SCHEMA_VERSION = "1.0"
 
 
 input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
@@ -32,6 +35,50 @@ def _debug() -> bool:
 
 def _render(report: Any, fmt: str) -> str:
     return get_formatter(fmt).render([report])
+
+
+def export_json(*, exit_code: int, path: str, report: Any, parity: Any, timings: dict[str, float],
+                message: str | None = None, result: Any = None) -> str:
+    """The export's JSON, the same keys whether it wrote the file (``result``) or refused (``message``):
+    ``ok`` and ``exit_code`` are the process's, ``parity`` is verify's record whenever it ran."""
+    from portable._version import __version__
+
+    data = {"schema_version": EXPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            "ok": exit_code == 0, "exit_code": exit_code, "message": message, "written": result is not None,
+            "path": str(result.path if result is not None else path),
+            "manifest": str(result.manifest_path) if result is not None else None,
+            "fingerprint": result.fingerprint if result is not None else None,
+            "validation": report.to_dict(), "parity": parity.to_dict() if parity is not None else None,
+            "timings": dict(timings)}
+    return json.dumps(data, indent=2)
+
+
+def _refused(exc: Any, fmt: str, output: str, timings: dict[str, float]) -> None:
+    """A refusal on stdout (the JSON report, the findings, or verify's per-output lines: never the clean
+    validation report's "passed" when verify refused), one line on stderr, the exit code."""
+    if fmt == "json":
+        click.echo(export_json(exit_code=int(exc.exit_code), path=output, report=exc.report, parity=exc.parity,
+                               timings=timings, message=exc.message))
+    elif exc.parity is not None and not exc.parity.ok and fmt == "text":
+        click.echo("\n".join(parity_lines(exc.parity)))
+    else:
+        click.echo(_render(exc.report, fmt))
+    if exc.detail and _debug():
+        click.echo(exc.detail, err=True)
+    click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
+    raise click.exceptions.Exit(int(exc.exit_code)) from None
+
+
+def parity_lines(parity: Any) -> list[str]:
+    """Verify's verdict, batch by batch and output by output, in the comparator's words."""
+    lines = [f"verify {'passed' if parity.ok else 'FAILED'}: ONNX Runtime against PyTorch at batch "
+             f"{', '.join(str(b) for b in parity.batches)}"]
+    for detail in parity.details:
+        for row in detail["outputs"]:
+            lines.append(f"  batch {detail['batch']} {row['verdict']}")
+        if not detail["outputs"]:
+            lines.append(f"  {detail['message']}")
+    return lines
 
 
 @click.command()
@@ -80,20 +127,17 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
         return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
                                       force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
                                       quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
+    phases = Phases(quiet or fmt != "text")
     try:
         result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
-                             policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"),
-                             tolerances=tolerances)
+                             policy=policy, verify=verify, force=force, phases=phases, tolerances=tolerances)
     except ExportFailed as exc:
-        click.echo(_render(exc.report, fmt))
-        if exc.detail and _debug():
-            click.echo(exc.detail, err=True)
-        click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
-        raise click.exceptions.Exit(int(exc.exit_code)) from None
+        _refused(exc, fmt, output, phases.timings)
     for warning in result.parity.warnings if result.parity else ():
         click.echo(f"portable: warning: parity: {warning}", err=True)
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
+                               timings=result.timings, result=result))
     elif not quiet:
         counts = result.report.counts
         click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
