@@ -14,11 +14,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from portable.errors import one_line
 from portable.exporters.inputs import tree_map_tensors
-from portable.runners.base import Feeds, RunnerFailed
+from portable.runners.base import RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.inputs import (
     InputSpec,
@@ -60,41 +58,11 @@ class Parity:
 
 
 class ExampleRunner(EagerRunner):
-    """Eager PyTorch fed the graph's flat inputs put back into the examples' structure.
-
-    The exporter makes one graph input per tensor leaf of the example inputs (lists, tuples,
-    dicts, nested); this runner rebuilds that structure around the feeds, keeping the examples'
-    non-tensor leaves, then runs :class:`EagerRunner`'s call and output flattening.
-    """
+    """Eager PyTorch fed the graph's flat inputs put back into the examples' structure
+    (:class:`~portable.runners.torch_runners.ExampleArgs`, which ``portable compare`` uses too)."""
 
     def __init__(self, module: Any, examples: Sequence[Any]) -> None:
-        from torch.utils import _pytree
-
-        super().__init__(module, "cpu", "eager")
-        self._leaves, self._spec = _pytree.tree_flatten(tuple(examples))
-        self._slots = [i for i, leaf in enumerate(self._leaves) if _is_tensor(leaf)]
-
-    def _tensors(self, feeds: Feeds) -> list[Any]:
-        import torch
-        from torch.utils import _pytree
-
-        arrays = list(feeds.values())
-        if len(arrays) != len(self._slots):
-            raise RunnerFailed(f"the graph has {len(arrays)} inputs, the example inputs {len(self._slots)} tensors")
-        leaves = list(self._leaves)
-        for slot, array, example in zip(self._slots, arrays, (self._leaves[s] for s in self._slots)):
-            leaves[slot] = torch.from_numpy(np.ascontiguousarray(array, dtype=_numpy_dtype(array))).to(example.dtype)
-        return list(_pytree.tree_unflatten(leaves, self._spec))
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
-
-
-def _numpy_dtype(array: np.ndarray) -> Any:
-    return np.float32 if array.dtype.name == "bfloat16" else array.dtype  # torch cannot read ml_dtypes' bfloat16
+        super().__init__(module, "cpu", "eager", examples=examples)
 
 
 def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batches: Sequence[int],
