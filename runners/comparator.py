@@ -184,7 +184,7 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
 # How far ONNX Runtime's error against the float64 reference may exceed the fp32 PyTorch model's own (its
 # arithmetic noise floor on these inputs). Two correct fp32 computations of one model err by about as much:
 # the same ops, rounded at the same widths, only summed in another order or kernel. Measured (docs/runners.md):
-# ONNX Runtime's max error over PyTorch fp32's was 0.71-1.5 on fixtures/models deep_mlp, cnn and transformer at
+# ONNX Runtime's max error over PyTorch fp32's was 0.71-1.5 on the test models deep_mlp, cnn and transformer at
 # batches 1 and 3; 4 leaves 2.6x over the worst seen. A weight scaled by 1.01 put deep_mlp's ONNX Runtime
 # output 1.6e4 noise floors away, far beyond it.
 NOISE_FACTOR = 4.0
@@ -373,10 +373,11 @@ def compare_outputs(actual: tuple[str, Sequence[np.ndarray]], expected: tuple[st
         return PairComparison(a_name, e_name, batch, (), error)
     rows: list[OutputComparison] = []
     exact = exact if exact is not None and len(exact) == len(names) else None
-    for name, dtype, a, e in zip(names, dtypes, a_out, e_out):
+    exacts: Sequence[np.ndarray | None] = exact if exact is not None else [None] * len(names)
+    for name, dtype, a, e, x in zip(names, dtypes, a_out, e_out, exacts):
         tol = tolerances.for_output(name, dtype)
         stats = compare_arrays(np.asarray(a), np.asarray(e), tol)
-        calibrate = exact is not None and dtype == "float32" and tol.source == "default float32"
-        noise = noise_floor(np.asarray(a), np.asarray(e), np.asarray(exact[len(rows)])) if calibrate else None
+        calibrate = x is not None and dtype == "float32" and tol.source == "default float32"
+        noise = noise_floor(np.asarray(a), np.asarray(e), np.asarray(x)) if calibrate else None
         rows.append(OutputComparison(name, dtype, tol, stats, noise))
     return PairComparison(a_name, e_name, batch, tuple(rows))

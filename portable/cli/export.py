@@ -7,15 +7,18 @@ from typing import Any
 
 import click
 
-from portable.cli.options import config_options, policy_from_options, quiet_option, tolerance_options
+from portable.cli.options import (
+    EXPORT_SCHEMA_VERSION,
+    config_options,
+    policy_from_options,
+    quiet_option,
+    tolerance_options,
+)
 from portable.cli.textgen import task_option
 from portable.formatters import FORMATS, get_formatter
 from portable.io import check_writable
 
 __all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
-
-# One shape for an export's JSON, written or refused: the major part changes on incompatible changes.
-EXPORT_SCHEMA_VERSION = "1.0"
 
 
 input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
