@@ -75,13 +75,14 @@ def _refused(exc: Any, fmt: str, output: str, timings: dict[str, float]) -> None
 def parity_lines(parity: Any) -> list[str]:
     """Verify's verdict, batch by batch and output by output, in the comparator's words."""
     lines = [f"verify {'passed' if parity.ok else 'FAILED'}: ONNX Runtime against PyTorch at batch "
-             f"{', '.join(str(b) for b in parity.batches)}"]
-    for detail in parity.details:
-        for row in detail["outputs"]:
-            lines.append(f"  batch {detail['batch']} {row['verdict']}")
-        if not detail["outputs"]:
-            lines.append(f"  {detail['message']}")
-    return lines
+             f"{', '.join(str(b) for b in parity.batches)}; {parity.float64 or 'by the tolerances'}"]
+    rows = [f"  batch {d['batch']}: {row['verdict']}" for d in parity.details for row in d["outputs"]]
+    rows += [f"  {d['message']}" for d in parity.details if not d["outputs"]]
+    shown = rows if len(rows) <= _ROWS else rows[:_ROWS] + [f"  ... {len(rows) - _ROWS} more (--format json)"]
+    return lines + shown
+
+
+_ROWS = 8  # verify's lines in text; --format json has every output
 
 
 @click.command()
@@ -145,6 +146,8 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
         counts = result.report.counts
         click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
                    f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+        if result.parity is not None and result.parity.skipped is None:
+            click.echo("\n".join(parity_lines(result.parity)))
 
 
 @click.command()
