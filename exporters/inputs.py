@@ -35,6 +35,7 @@ class CliInput:
     name: str
     shape: tuple[int, ...]
     dtype: str = "float32"
+    dtype_given: bool = True  # False: ``-i NAME=1x12`` without ``:dtype``, float32 unless the example says otherwise
 
     def tensor(self, batch: int | None = None, seed: int = 0) -> torch.Tensor:
         """A seeded random tensor of this input (dim 0 replaced by ``batch`` when given), drawn by the
@@ -58,7 +59,7 @@ def parse_input(text: str) -> CliInput:
     name, dims, dtype = match.group(1), match.group(2), match.group(3) or "float32"
     if dtype not in _DTYPES:
         raise UsageError(f"bad input {text!r}: unknown dtype {dtype!r} (choose from {', '.join(_DTYPES)})")
-    return CliInput(name, tuple(int(d) for d in dims.split("x")), dtype)
+    return CliInput(name, tuple(int(d) for d in dims.split("x")), dtype, dtype_given=match.group(3) is not None)
 
 
 def parse_batch(text: str | int) -> str | int:

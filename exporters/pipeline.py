@@ -58,6 +58,7 @@ def _run(job: ExportJob, phases: Phases, verify: bool, force: bool,
          tolerances: ToleranceTable | None) -> ExportResult:
     with phases.phase("torch.export"), quiet_libraries():
         captured = capture_or_fail(job)
+        _refuse_data_dependent_sizes(captured, job)
     with phases.phase("translate"), quiet_libraries():
         model = translate(captured.program, job)
     with phases.phase("optimize"), quiet_libraries():  # the constant folder's numpy warnings are not the user's
@@ -93,6 +94,17 @@ def translate(program: Any, job: ExportJob) -> ir.Model:
     except CaptureFailed as exc:
         raise ExportFailed(exc.message, ValidationReport(str(job.path), job.policy, exc.findings),
                            detail=exc.detail) from None
+
+
+def _refuse_data_dependent_sizes(captured: Any, job: ExportJob) -> None:
+    """A captured program with an op whose output size depends on values (``nonzero``) is refused with
+    precheck's finding, PORT106 at the line and with the hint, as ``portable precheck`` gives it; translated,
+    it would surface as PORT006/PORT008/PORT009 naming torch's internal symbol (``u0``)."""
+    from portable.exporters.precheck import program_findings
+
+    found = [f for f in program_findings(captured.program, job.root) if f.rule_id == "PORT106"]
+    if found:
+        raise ExportFailed(found[0].message, ValidationReport(str(job.path), job.policy, tuple(found)))
 
 
 def _refuse_findings(report: ValidationReport) -> None:

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from portable.errors import one_line
-from portable.runners.base import Feeds, RunnerFailed
+from portable.exporters.inputs import tree_map_tensors
+from portable.runners.base import RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.inputs import (
     InputSpec,
@@ -52,47 +51,18 @@ class Parity:
     skipped: str | None = None  # why the check could not run (e.g. no ONNX Runtime kernel for bf16)
     details: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()  # e.g. a degenerate output: parity on it proves nothing
+    float64: str = ""  # how the verdict was calibrated: the float64 reference ran, or why not
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"batches": list(self.batches), "warnings": list(self.warnings)}
 
 
 class ExampleRunner(EagerRunner):
-    """Eager PyTorch fed the graph's flat inputs put back into the examples' structure.
-
-    The exporter makes one graph input per tensor leaf of the example inputs (lists, tuples,
-    dicts, nested); this runner rebuilds that structure around the feeds, keeping the examples'
-    non-tensor leaves, then runs :class:`EagerRunner`'s call and output flattening.
-    """
+    """Eager PyTorch fed the graph's flat inputs put back into the examples' structure
+    (:class:`~portable.runners.torch_runners.ExampleArgs`, which ``portable compare`` uses too)."""
 
     def __init__(self, module: Any, examples: Sequence[Any]) -> None:
-        from torch.utils import _pytree
-
-        super().__init__(module, "cpu", "eager")
-        self._leaves, self._spec = _pytree.tree_flatten(tuple(examples))
-        self._slots = [i for i, leaf in enumerate(self._leaves) if _is_tensor(leaf)]
-
-    def _tensors(self, feeds: Feeds) -> list[Any]:
-        import torch
-        from torch.utils import _pytree
-
-        arrays = list(feeds.values())
-        if len(arrays) != len(self._slots):
-            raise RunnerFailed(f"the graph has {len(arrays)} inputs, the example inputs {len(self._slots)} tensors")
-        leaves = list(self._leaves)
-        for slot, array, example in zip(self._slots, arrays, (self._leaves[s] for s in self._slots)):
-            leaves[slot] = torch.from_numpy(np.ascontiguousarray(array, dtype=_numpy_dtype(array))).to(example.dtype)
-        return list(_pytree.tree_unflatten(leaves, self._spec))
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
-
-
-def _numpy_dtype(array: np.ndarray) -> Any:
-    return np.float32 if array.dtype.name == "bfloat16" else array.dtype  # torch cannot read ml_dtypes' bfloat16
+        super().__init__(module, "cpu", "eager", examples=examples)
 
 
 def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batches: Sequence[int],
@@ -113,13 +83,37 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     specs, outputs = io_of_proto(proto)
     runner = ExampleRunner(module, examples)
     runner.load()
+    exact, judged = _float64_runner(module, examples, precision, table, [o.dtype for o in outputs])
     ranges = int_ranges_from_examples(specs, examples)
-    details = [_compare(runner, session, specs, outputs, b, seed, ranges, table) for b in batches]
+    details = [_compare(runner, session, specs, outputs, b, seed, ranges, table, exact) for b in batches]
+    judged = next((d["float64"] for d in details if d.get("float64")), judged)
     worst = max((d["max_abs_diff"] for d in details), default=0.0)
     bad = [d for d in details if not d["ok"]]
     warnings = _degenerate_warnings(details)
     message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
-    return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details, warnings)
+    return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details, warnings,
+                  judged)
+
+
+def _float64_runner(module: Any, examples: Sequence[Any], precision: str, table: ToleranceTable,
+                    dtypes: Sequence[str]) -> tuple[ExampleRunner | None, str]:
+    """The reference once more in float64 (a copy of the module and float inputs ``.double()``), whose
+    outputs calibrate the verdict (:class:`~portable.runners.comparator.NoiseFloor`); None, and why,
+    where it does not apply: not fp32, no float32 output, tolerances given, or the copy will not convert."""
+    if precision != "fp32" or "float32" not in dtypes:
+        return None, f"default tolerances only (float64 calibration is for fp32 outputs; this is {precision})"
+    if table.atol is not None or table.rtol is not None or table.per_output:
+        return None, "--atol/--rtol as given (no float64 calibration)"
+    import copy
+
+    try:
+        double = copy.deepcopy(module).double()
+        inputs = tree_map_tensors(lambda t: t.double() if t.is_floating_point() else t, tuple(examples))
+        runner = ExampleRunner(double, inputs)
+        runner.load()
+    except Exception as exc:  # noqa: BLE001 - a module that will not copy or convert: today's tolerances
+        return None, f"default tolerances only: the float64 copy failed ({one_line(exc, limit=200)})"
+    return runner, "float64 reference: ran (ONNX Runtime judged against PyTorch fp32's own error too)"
 
 
 def _degenerate_warnings(details: Sequence[dict[str, Any]]) -> tuple[str, ...]:
@@ -145,23 +139,33 @@ def _session(model: bytes | str, precision: str) -> Any:
 
 
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
-             batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable) -> dict[str, Any]:
+             batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable,
+             double: ExampleRunner | None = None) -> dict[str, Any]:
     feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
     try:
         expected = runner.infer(feeds)
     except RunnerFailed as exc:
         return _detail(batch, False, float("inf"), f"batch {batch}: {exc}")
+    exact, note = None, ""
+    if double is not None:
+        try:
+            exact = double.infer(feeds)
+        except RunnerFailed as exc:  # an op without a float64 kernel, say
+            note = f"default tolerances only: PyTorch in float64 failed at batch {batch} ({exc})"
     try:
         got = run_onnxruntime(session, as_declared(specs, feeds))  # bfloat16 as bfloat16, through OrtValues
     except Exception as exc:  # noqa: BLE001 - ORT's own types: the export does not run at this batch
         return _detail(batch, False, float("inf"), f"batch {batch}: ONNX Runtime failed to run: {one_line(exc, limit=300)}")
     pair = compare_outputs(("ONNX Runtime", got), ("PyTorch", expected), [o.name for o in outputs],
-                           [o.dtype for o in outputs], batch, table)
-    return _detail(batch, pair.passed, pair.max_abs, pair.message, pair)
+                           [o.dtype for o in outputs], batch, table, exact=exact)
+    return _detail(batch, pair.passed, pair.max_abs, pair.message, pair) | ({"float64": note} if note else {})
 
 
 def _detail(batch: int, ok: bool, worst: float, message: str, pair: PairComparison | None = None) -> dict[str, Any]:
     rows = [{"output": o.output, "max_abs": o.stats.max_abs, "rms_expected": o.stats.rms_expected,
              "rms_actual": o.stats.rms_actual, "degenerate": o.warning is not None,
-             "tolerance": o.tolerance.describe()} for o in (pair.outputs if pair else ())]
+             "tolerance": o.tolerance.describe(), "judged_by": o.judged_by,
+             "noise_floor": o.noise.to_dict() if o.noise is not None else None,
+             "verdict": o.verdict(pair.actual, pair.expected) if pair else ""}
+            for o in (pair.outputs if pair else ())]
     return {"batch": batch, "ok": ok, "max_abs_diff": worst, "message": message, "outputs": rows}

@@ -10,7 +10,7 @@ from typing import Any
 import onnx_ir as ir
 
 from portable.errors import FindingsError, UsageError
-from portable.io import atomic_write_bytes
+from portable.io import atomic_write_bytes, check_writable
 from portable.validators.loading import PROTOBUF_LIMIT as MESSAGE_LIMIT
 
 __all__ = ["PROTOBUF_LIMIT", "check_size", "check_target", "weights_bytes", "write_atomic", "write_json"]
@@ -41,6 +41,7 @@ def check_target(path: Path, force: bool) -> None:
         raise UsageError("file exists; pass --force to overwrite", path=str(path))
     if not path.parent.is_dir():
         raise UsageError("output folder does not exist", path=str(path.parent))
+    check_writable(path)
 
 
 def write_atomic(path: Path, data: bytes | Sequence[bytes | memoryview], force: bool = False) -> None:

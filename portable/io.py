@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StagedWrite", "atomic_write_bytes", "atomic_write_text", "terminate_as_interrupt"]
+__all__ = ["StagedWrite", "atomic_write_bytes", "atomic_write_text", "check_writable", "terminate_as_interrupt"]
 
 CHUNK = 8 * 1024**2
 ABANDON_WAIT_S = 1.0  # how long a check that failed waits for the writer before removing its file
@@ -167,3 +168,30 @@ class StagedWrite:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_writable(path: str | Path, *, what: str = "output") -> None:
+    """Refuse, before any work, a ``path`` that cannot be written: a usage error (exit 2) naming it.
+
+    A probe file is created and removed in the nearest folder that exists (the one the write would
+    create its folders in); ``os.access`` is not enough: root passes it on /sys or /proc, where the
+    write then fails. A folder in the way, or a folder named as the file, is refused too.
+    """
+    from portable.errors import UsageError
+
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"the {what} is a folder, not a file", path=str(target))
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write the {what}: {folder} is not a folder", path=str(target))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"cannot write the {what} here ({reason} in {folder})", path=str(target),
+                         hint="choose a folder you can write to") from None

@@ -6,12 +6,14 @@ code you trust. Weights load through safetensors or ``torch.load(weights_only=Tr
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import hashlib
 import importlib
 import importlib.util
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -83,17 +85,53 @@ def _exec(fn: Callable[[], Any], spec: str) -> Any:
         raise InputError(f"SPEC {spec!r} raised {type(exc).__name__}: {exc}") from None
 
 
+@contextlib.contextmanager
+def _folder_on_path(target: str) -> Iterator[None]:
+    """A file SPEC's folder first on ``sys.path`` while it is imported and called, so that it can
+    import its siblings (``from layers import Block``), as ``python file.py`` would (Polygraphy does
+    the same); removed afterwards. A module SPEC is left to ``sys.path`` as it is."""
+    if not (target.endswith(".py") or "/" in target or "\\" in target):
+        yield
+        return
+    folder = str(Path(target).resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
+def _attribute(obj: Any, part: str, target: str, spec: str) -> Any:
+    """``obj.part``; a usage error with the close names (difflib) when it has none (a typo)."""
+    if hasattr(obj, part):
+        return getattr(obj, part)
+    names = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))]
+    close = difflib.get_close_matches(part, names, n=3)
+    if close:
+        hint = "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    else:
+        hint = f"its callables: {', '.join(names[:12]) or 'none'}"
+    raise UsageError(f"SPEC {spec!r}: {target!r} has no attribute {part!r}; {hint}")
+
+
 def load_spec(spec: str) -> LoadedSpec:
-    """Import the SPEC's target, call it, and check that it gave an ``nn.Module``."""
+    """Import the SPEC's target, call it, and check that it gave an ``nn.Module``. A file SPEC's
+    folder is on ``sys.path`` meanwhile; a callable that is not there is a usage error (exit 2)
+    naming the close ones."""
+    target, _ = parse_spec(spec)
+    with _folder_on_path(target):
+        return _load_spec(spec)
+
+
+def _load_spec(spec: str) -> LoadedSpec:
     import torch
 
     target, attr = parse_spec(spec)
     module, root = _import_target(target, spec)
     obj: Any = module
     for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InputError(f"SPEC {spec!r}: {target!r} has no attribute {part!r}")
-        obj = getattr(obj, part)
+        obj = _attribute(obj, part, target, spec)
     if not callable(obj):
         raise InputError(f"SPEC {spec!r}: {attr!r} is not callable")
     result = obj if isinstance(obj, torch.nn.Module) else _exec(obj, spec)

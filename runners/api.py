@@ -53,7 +53,7 @@ from portable.runners.timing import (
     warm_up,
 )
 from portable.runners.tolerances import ToleranceTable
-from portable.runners.torch_runners import CompiledRunner, EagerRunner, tf32_mode
+from portable.runners.torch_runners import CompiledRunner, EagerRunner, structured, tf32_mode
 
 if TYPE_CHECKING:
     import torch
@@ -148,9 +148,11 @@ def compiled_name(mode: str) -> str:
 
 
 def _make_runners(plan: _Plan, module: Any, eps: Sequence[EpChoice], compile_modes: Sequence[str],
-                  tf32: bool) -> list[Runner]:
-    runners: list[Runner] = [EagerRunner(module, plan.device)]
-    runners.extend(CompiledRunner(module, plan.device, m, name=compiled_name(m)) for m in compile_modes)
+                  tf32: bool, examples: Sequence[Any] | None = None) -> list[Runner]:
+    # a module that takes a list or a dict (as export handles it): the flat feeds go back into that structure
+    shape = examples if structured(examples) else None
+    runners: list[Runner] = [EagerRunner(module, plan.device, examples=shape)]
+    runners.extend(CompiledRunner(module, plan.device, m, name=compiled_name(m), examples=shape) for m in compile_modes)
     # ONNX Runtime's intra-op threads spin-wait after each run by default: in a process that times PyTorch next,
     # they take its cores (a tiny BERT's eager p50 read 75-219 ms after ORT's block, 11-13 ms alone)
     runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph, spinning=False)
@@ -385,7 +387,7 @@ def compare(model_path: str | Path, reference_module: torch.nn.Module, options: 
     plan = _plan(model_path, example_inputs, options)
     table = options.table()
     runners = _make_runners(plan, reference_module, _eps(options.providers, plan.device), options.compile_modes(),
-                            options.tf32)
+                            options.tf32, example_inputs)
     plan.setup.update(_setup(options, runners))
     try:
         with tf32_mode(options.tf32):

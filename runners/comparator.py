@@ -29,7 +29,9 @@ from portable.runners.tolerances import Tolerance, ToleranceTable
 
 __all__ = [
     "HISTOGRAM_EDGES",
+    "NOISE_FACTOR",
     "ErrorStats",
+    "NoiseFloor",
     "OutputComparison",
     "PairComparison",
     "comparable",
@@ -63,6 +65,7 @@ class ErrorStats:
     rms_expected: float = 0.0  # root mean square of the finite expected values
     rms_actual: float = 0.0
     degenerate: bool = False  # an all-zero output would pass too: parity proves nothing here
+    bound_use: float = 0.0  # max |a - e| / (atol + atol_rms * rms + rtol * |e|): under 1 passes; 1 / it is the margin
 
     @property
     def share_beyond(self) -> float:
@@ -90,6 +93,7 @@ class ErrorStats:
             "rms_expected": _clean(self.rms_expected),
             "rms_actual": _clean(self.rms_actual),
             "degenerate": self.degenerate,
+            "bound_use": _clean(self.bound_use),
         }
 
 
@@ -157,6 +161,8 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
     bound = atol + tolerance.rtol * np.abs(ef)
     beyond = int(np.count_nonzero(abs_err > bound))
     empty = abs_err.size == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        use = np.where(abs_err == 0, 0.0, abs_err / bound)
     return ErrorStats(
         elements=int(a.size),
         max_abs=0.0 if empty else float(abs_err.max()),
@@ -171,7 +177,62 @@ def compare_arrays(actual: np.ndarray, expected: np.ndarray, tolerance: Toleranc
         rms_expected=rms_e,
         rms_actual=rms_a,
         degenerate=bool(np.all(np.abs(ef) <= bound)),  # zeros in place of actual would pass (also when empty)
+        bound_use=0.0 if empty else float(use.max()),
     )
+
+
+# How far ONNX Runtime's error against the float64 reference may exceed the fp32 PyTorch model's own (its
+# arithmetic noise floor on these inputs). Two correct fp32 computations of one model err by about as much:
+# the same ops, rounded at the same widths, only summed in another order or kernel. Measured (docs/runners.md):
+# ONNX Runtime's max error over PyTorch fp32's was 0.71-1.5 on the test models deep_mlp, cnn and transformer at
+# batches 1 and 3; 4 leaves 2.6x over the worst seen. A weight scaled by 1.01 put deep_mlp's ONNX Runtime
+# output 1.6e4 noise floors away, far beyond it.
+NOISE_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """One output judged against a float64 run of the reference model: ``expected_error`` is the fp32
+    reference's own max error against it (the noise floor), ``actual_error`` the compared runtime's."""
+
+    expected_error: float
+    actual_error: float
+    factor: float = NOISE_FACTOR
+
+    @property
+    def bound(self) -> float:
+        return self.factor * self.expected_error
+
+    @property
+    def passed(self) -> bool:
+        return math.isfinite(self.actual_error) and self.actual_error <= self.bound
+
+    @property
+    def ratio(self) -> float:
+        """``actual_error / expected_error``: how many noise floors the runtime's error is."""
+        if self.expected_error == 0:
+            return 0.0 if self.actual_error == 0 else float("inf")
+        return self.actual_error / self.expected_error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expected_error": _clean(self.expected_error), "actual_error": _clean(self.actual_error),
+                "factor": self.factor, "bound": _clean(self.bound), "ratio": _clean(self.ratio),
+                "passed": self.passed}
+
+
+def noise_floor(actual: np.ndarray, expected: np.ndarray, exact: np.ndarray) -> NoiseFloor:
+    """Both sides' max error against ``exact`` (the float64 reference), over the elements finite everywhere."""
+    a, e, x = (np.asarray(v, dtype=np.float64).ravel() for v in (actual, expected, exact))
+    if not a.shape == e.shape == x.shape:
+        return NoiseFloor(0.0, float("inf"))
+    finite = np.isfinite(a) & np.isfinite(e) & np.isfinite(x)
+    if not finite.any():
+        return NoiseFloor(0.0, 0.0)
+    return NoiseFloor(float(np.abs(e - x)[finite].max()), float(np.abs(a - x)[finite].max()))
+
+
+def _margin(use: float) -> str:
+    return "exactly" if use == 0 else f"by {1 / use:.3g}x"
 
 
 @dataclass(frozen=True)
@@ -182,16 +243,45 @@ class OutputComparison:
     dtype: str
     tolerance: Tolerance
     stats: ErrorStats
+    noise: NoiseFloor | None = None  # the float64 calibration, when the reference could run in float64
 
     @property
     def passed(self) -> bool:
-        return self.stats.passed
+        return self.stats.passed or self._within_noise
+
+    @property
+    def _within_noise(self) -> bool:
+        s = self.stats
+        sound = s.shape_mismatch is None and not s.nonfinite_actual and not s.nonfinite_expected
+        return sound and self.noise is not None and self.noise.passed
+
+    @property
+    def judged_by(self) -> str:
+        """``tolerance`` (atol/rtol against the reference) or ``noise floor`` (float64 calibration)."""
+        return "noise floor" if not self.stats.passed and self._within_noise else "tolerance"
+
+    def verdict(self, actual: str, expected: str) -> str:
+        """What was judged, which way, and by how much it cleared (or :meth:`problem` when it failed)."""
+        problem = self.problem(actual, expected)
+        if problem is not None:
+            return problem
+        s, name = self.stats, f"output {self.output!r}"
+        if self.dtype == "string":
+            return f"{name} passes: every string equal"
+        if self.judged_by == "noise floor" and self.noise is not None:
+            n = self.noise
+            return (f"{name} passes by the float64 noise floor: {actual}'s error {n.actual_error:.3g} is "
+                    f"{n.ratio:.2g}x {expected} fp32's own {n.expected_error:.3g} (allowed {n.factor:g}x: cleared "
+                    f"{_margin(n.actual_error / n.bound if n.bound else 0.0)}); {s.max_abs:.3g} apart, over "
+                    f"atol/rtol {self.tolerance.describe()}")
+        return (f"{name} passes atol/rtol {self.tolerance.describe()}: max |diff| {s.max_abs:.3g}, cleared "
+                f"{_margin(s.bound_use)}")
 
     def problem(self, actual: str, expected: str) -> str | None:
         """Why this output fails, in one clause naming both sides (None when it passes): the one wording
         of a parity failure, for ``compare``, export's verify and ``fix``'s proof alike."""
         s, name = self.stats, f"output {self.output!r}"
-        if s.passed:
+        if self.passed:
             return None
         if s.shape_mismatch is not None:
             return f"{name} has {s.shape_mismatch} ({actual} vs {expected})"
@@ -199,8 +289,13 @@ class OutputComparison:
             return f"{name} has NaN/Inf ({s.nonfinite_actual} in {actual}, {s.nonfinite_expected} in {expected})"
         if self.dtype == "string":
             return f"{name} has {s.beyond} of {s.elements} strings unlike {expected}'s"
-        return (f"{name} differs by up to {s.max_abs:.3g} ({s.beyond} of {s.elements} element(s) beyond "
+        text = (f"{name} differs by up to {s.max_abs:.3g} ({s.beyond} of {s.elements} element(s) beyond "
                 f"atol/rtol {self.tolerance.describe()})")
+        if self.noise is not None:
+            n = self.noise
+            text += (f", and its error against float64 {expected}, {n.actual_error:.3g}, is {n.ratio:.3g}x "
+                     f"{expected} fp32's own {n.expected_error:.3g} (the noise floor; allowed {n.factor:g}x)")
+        return text
 
     @property
     def warning(self) -> str | None:
@@ -211,8 +306,9 @@ class OutputComparison:
                 f"{self.stats.rms_expected:.3g}: an all-zero output would pass {self.tolerance.describe()} too)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "dtype": self.dtype, "passed": self.passed,
-                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict(), "warning": self.warning}
+        return {"output": self.output, "dtype": self.dtype, "passed": self.passed, "judged_by": self.judged_by,
+                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict(), "warning": self.warning,
+                "noise_floor": self.noise.to_dict() if self.noise is not None else None}
 
 
 @dataclass(frozen=True)
@@ -265,14 +361,23 @@ class PairComparison:
 
 def compare_outputs(actual: tuple[str, Sequence[np.ndarray]], expected: tuple[str, Sequence[np.ndarray]],
                     names: Sequence[str], dtypes: Sequence[str], batch: int,
-                    tolerances: ToleranceTable) -> PairComparison:
-    """Compare two runners' outputs (given as ``(runner name, arrays)``), output by output."""
+                    tolerances: ToleranceTable, exact: Sequence[np.ndarray] | None = None) -> PairComparison:
+    """Compare two runners' outputs (given as ``(runner name, arrays)``), output by output.
+
+    ``exact``: the reference model's outputs computed in float64. A float32 output judged by the default
+    tolerance then also passes when ``actual``'s error against them is within :data:`NOISE_FACTOR` times
+    ``expected``'s own (:class:`NoiseFloor`); ``--atol``/``--rtol`` overrides are judged by themselves alone."""
     (a_name, a_out), (e_name, e_out) = actual, expected
     if len(a_out) != len(e_out) or len(e_out) != len(names):
         error = f"{a_name} gave {len(a_out)} outputs, {e_name} gave {len(e_out)}, the model declares {len(names)}"
         return PairComparison(a_name, e_name, batch, (), error)
-    rows = []
-    for name, dtype, a, e in zip(names, dtypes, a_out, e_out):
+    rows: list[OutputComparison] = []
+    exact = exact if exact is not None and len(exact) == len(names) else None
+    exacts: Sequence[np.ndarray | None] = exact if exact is not None else [None] * len(names)
+    for name, dtype, a, e, x in zip(names, dtypes, a_out, e_out, exacts):
         tol = tolerances.for_output(name, dtype)
-        rows.append(OutputComparison(name, dtype, tol, compare_arrays(np.asarray(a), np.asarray(e), tol)))
+        stats = compare_arrays(np.asarray(a), np.asarray(e), tol)
+        calibrate = x is not None and dtype == "float32" and tol.source == "default float32"
+        noise = noise_floor(np.asarray(a), np.asarray(e), np.asarray(x)) if calibrate else None
+        rows.append(OutputComparison(name, dtype, tol, stats, noise))
     return PairComparison(a_name, e_name, batch, tuple(rows))

@@ -18,7 +18,7 @@ import numpy as np
 from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
-__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "tf32_mode"]
+__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "ExampleArgs", "structured", "tf32_mode"]
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
@@ -56,17 +56,66 @@ def _leaves(result: Any) -> list[Any]:
     return [leaf for leaf in _pytree.tree_leaves(result) if leaf is not None]
 
 
+def structured(examples: Any) -> bool:
+    """Example inputs that are not a flat tuple of tensors (a list, a dict, nested): the graph's flat
+    inputs must be put back into their structure before the module is called."""
+    import torch
+
+    return examples is not None and any(not isinstance(a, torch.Tensor) for a in examples)
+
+
+class ExampleArgs:
+    """The graph's flat inputs put back into the example inputs' structure.
+
+    The exporter makes one graph input per tensor leaf of the example inputs (lists, tuples, dicts,
+    nested); this rebuilds that structure around the feeds, keeping the examples' non-tensor leaves, each
+    tensor in its example's dtype. ``portable export``'s verify and ``portable compare`` call a module
+    that takes a dict or a list through it alike.
+    """
+
+    def __init__(self, examples: Any) -> None:
+        from torch.utils import _pytree
+
+        self._leaves, self._spec = _pytree.tree_flatten(tuple(examples))
+        self._slots = [i for i, leaf in enumerate(self._leaves) if _is_tensor(leaf)]
+
+    def __call__(self, arrays: list[np.ndarray], device: str) -> list[Any]:
+        import torch
+        from torch.utils import _pytree
+
+        if len(arrays) != len(self._slots):
+            raise RunnerFailed(f"the graph has {len(arrays)} inputs, the example inputs {len(self._slots)} tensors")
+        leaves = list(self._leaves)
+        for slot, array in zip(self._slots, arrays):
+            example = self._leaves[slot]
+            tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=_numpy_dtype(array)))
+            leaves[slot] = tensor.to(device=device, dtype=example.dtype)
+        return list(_pytree.tree_unflatten(leaves, self._spec))
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _numpy_dtype(array: np.ndarray) -> Any:
+    return np.float32 if array.dtype.name == "bfloat16" else array.dtype  # torch cannot read ml_dtypes' bfloat16
+
+
 class EagerRunner(Runner):
-    """The module as it is, on ``device``, under ``torch.no_grad``."""
+    """The module as it is, on ``device``, under ``torch.no_grad``. With ``examples`` (the example inputs of
+    a module that takes a list or a dict), the flat feeds are put back into their structure first."""
 
     kind = "torch-eager"
 
-    def __init__(self, module: Any, device: str = "cpu", name: str = "eager") -> None:
+    def __init__(self, module: Any, device: str = "cpu", name: str = "eager", examples: Any = None) -> None:
         super().__init__()
         self.module = module
         self.device = device
         self.name = name
         self._fn: Any = None
+        self._structure = ExampleArgs(examples) if examples is not None else None
 
     def load(self) -> None:
         start = time.perf_counter()
@@ -80,6 +129,8 @@ class EagerRunner(Runner):
     def _tensors(self, feeds: Feeds) -> list[Any]:
         import torch
 
+        if self._structure is not None:
+            return self._structure(list(feeds.values()), self.device)
         return [torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in feeds.values()]
 
     def _call(self, args: list[Any]) -> Any:
@@ -116,8 +167,9 @@ class CompiledRunner(EagerRunner):
 
     kind = "torch-compile"
 
-    def __init__(self, module: Any, device: str = "cpu", mode: str = "default", name: str = "compiled") -> None:
-        super().__init__(module, device, name)
+    def __init__(self, module: Any, device: str = "cpu", mode: str = "default", name: str = "compiled",
+                 examples: Any = None) -> None:
+        super().__init__(module, device, name, examples)
         if mode not in COMPILE_MODES:
             raise ValueError(f"unknown compile mode {mode!r}")
         self.mode = mode

@@ -80,6 +80,25 @@ def _needing_torch(command: click.Command, name: str) -> click.Command:
     return command
 
 
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        root = ctx.find_root()
+        root.ensure_object(dict)["debug"] = True
+
+
+# ``portable validate --debug`` as well as ``portable --debug validate``: the error says "run with --debug",
+# and a user adds it where the command's other options are
+DEBUG_OPTION = click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                            help="Show Python tracebacks on errors (as portable --debug).")
+
+
+def _with_debug(command: click.Command) -> click.Command:
+    """``command`` taking ``--debug`` too (once: the command objects are the modules' own)."""
+    if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in command.params):
+        command.params.append(DEBUG_OPTION)
+    return command
+
+
 class PortableGroup(click.Group):
     """Lazy command loading, and the one place where errors become exit codes."""
 
@@ -91,7 +110,7 @@ class PortableGroup(click.Group):
         if target is None or name not in self.list_commands(ctx):
             return None
         module, attr = target.split(":")
-        command: click.Command = getattr(importlib.import_module(module), attr)
+        command: click.Command = _with_debug(getattr(importlib.import_module(module), attr))
         return _needing_torch(command, name) if name in NEEDS_TORCH else command
 
     def invoke(self, ctx: click.Context) -> Any:

@@ -17,7 +17,7 @@ import click
 from portable.cli.options import output_option, quiet_option, tolerance_options
 from portable.cli.textgen import task_option
 from portable.errors import ExitCode, UsageError
-from portable.io import atomic_write_text
+from portable.io import atomic_write_text, check_writable
 
 __all__ = ["compare", "matrix", "report"]
 
@@ -171,6 +171,9 @@ def compare(model: str, reference: str, weights: str | None, report_path: str | 
     from portable.runners.api import compare as run_compare
 
     options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
+    for path, what in ((report_path, "--report"), (output, "-o/--output")):
+        if path:
+            check_writable(path, what=f"{what} file")  # before the run, not after it
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     if task == "text-generation":
@@ -246,6 +249,9 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
     from portable.runners.inputs import parse_dims, parse_int_ranges
     from portable.runners.matrix import render_matrix_markdown, run_matrix
 
+    for path, what in ((output, "-o/--output"), (markdown_path, "--markdown")):
+        if path:
+            check_writable(path, what=f"{what} file")
     say, status = _progress(quiet)
     try:
         result = run_matrix(model, providers=providers, batches=_batches(batch), dims=parse_dims(dims),

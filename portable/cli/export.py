@@ -7,11 +7,18 @@ from typing import Any
 
 import click
 
-from portable.cli.options import config_options, policy_from_options, quiet_option, tolerance_options
+from portable.cli.options import (
+    EXPORT_SCHEMA_VERSION,
+    config_options,
+    policy_from_options,
+    quiet_option,
+    tolerance_options,
+)
 from portable.cli.textgen import task_option
 from portable.formatters import FORMATS, get_formatter
+from portable.io import check_writable
 
-__all__ = ["export", "precheck"]
+__all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
 
 
 input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
@@ -31,6 +38,51 @@ def _debug() -> bool:
 
 def _render(report: Any, fmt: str) -> str:
     return get_formatter(fmt).render([report])
+
+
+def export_json(*, exit_code: int, path: str, report: Any, parity: Any, timings: dict[str, float],
+                message: str | None = None, result: Any = None) -> str:
+    """The export's JSON, the same keys whether it wrote the file (``result``) or refused (``message``):
+    ``ok`` and ``exit_code`` are the process's, ``parity`` is verify's record whenever it ran."""
+    from portable._version import __version__
+
+    data = {"schema_version": EXPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            "ok": exit_code == 0, "exit_code": exit_code, "message": message, "written": result is not None,
+            "path": str(result.path if result is not None else path),
+            "manifest": str(result.manifest_path) if result is not None else None,
+            "fingerprint": result.fingerprint if result is not None else None,
+            "validation": report.to_dict(), "parity": parity.to_dict() if parity is not None else None,
+            "timings": dict(timings)}
+    return json.dumps(data, indent=2)
+
+
+def _refused(exc: Any, fmt: str, output: str, timings: dict[str, float]) -> None:
+    """A refusal on stdout (the JSON report, the findings, or verify's per-output lines: never the clean
+    validation report's "passed" when verify refused), one line on stderr, the exit code."""
+    if fmt == "json":
+        click.echo(export_json(exit_code=int(exc.exit_code), path=output, report=exc.report, parity=exc.parity,
+                               timings=timings, message=exc.message))
+    elif exc.parity is not None and not exc.parity.ok and fmt == "text":
+        click.echo("\n".join(parity_lines(exc.parity)))
+    else:
+        click.echo(_render(exc.report, fmt))
+    if exc.detail and _debug():
+        click.echo(exc.detail, err=True)
+    click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
+    raise click.exceptions.Exit(int(exc.exit_code)) from None
+
+
+def parity_lines(parity: Any) -> list[str]:
+    """Verify's verdict, batch by batch and output by output, in the comparator's words."""
+    lines = [f"verify {'passed' if parity.ok else 'FAILED'}: ONNX Runtime against PyTorch at batch "
+             f"{', '.join(str(b) for b in parity.batches)}; {parity.float64 or 'by the tolerances'}"]
+    rows = [f"  batch {d['batch']}: {row['verdict']}" for d in parity.details for row in d["outputs"]]
+    rows += [f"  {d['message']}" for d in parity.details if not d["outputs"]]
+    shown = rows if len(rows) <= _ROWS else rows[:_ROWS] + [f"  ... {len(rows) - _ROWS} more (--format json)"]
+    return lines + shown
+
+
+_ROWS = 8  # verify's lines in text; --format json has every output
 
 
 @click.command()
@@ -70,6 +122,7 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
     from portable.runners.tolerances import parse_overrides
 
     policy = policy_from_options(config, select, ignore, strict)
+    check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
     specs = [parse_input(i) for i in inputs]
     tolerances = parse_overrides(atol, rtol)
     if task == "text-generation":
@@ -78,24 +131,23 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
         return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
                                       force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
                                       quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
+    phases = Phases(quiet or fmt != "text")
     try:
         result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
-                             policy=policy, verify=verify, force=force, phases=Phases(quiet or fmt != "text"),
-                             tolerances=tolerances)
+                             policy=policy, verify=verify, force=force, phases=phases, tolerances=tolerances)
     except ExportFailed as exc:
-        click.echo(_render(exc.report, fmt))
-        if exc.detail and _debug():
-            click.echo(exc.detail, err=True)
-        click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
-        raise click.exceptions.Exit(int(exc.exit_code)) from None
+        _refused(exc, fmt, output, phases.timings)
     for warning in result.parity.warnings if result.parity else ():
         click.echo(f"portable: warning: parity: {warning}", err=True)
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
+                               timings=result.timings, result=result))
     elif not quiet:
         counts = result.report.counts
         click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
                    f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+        if result.parity is not None and result.parity.skipped is None:
+            click.echo("\n".join(parity_lines(result.parity)))
 
 
 @click.command()

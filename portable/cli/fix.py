@@ -12,6 +12,7 @@ import click
 
 from portable._version import __version__
 from portable.cli.options import quiet_option
+from portable.io import check_writable
 from portable.policy import load_policy, merge_cli
 
 __all__ = ["FIX_SCHEMA_VERSION", "fix", "render_json", "render_text"]
@@ -56,6 +57,7 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
     from portable.runners.inputs import parse_dims
 
     policy = merge_cli(load_policy(config), select=select, ignore=ignore)
+    check_writable(output)  # before the model is read or repaired
     try:
         result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,
                          verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,

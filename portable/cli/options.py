@@ -9,9 +9,13 @@ import click
 
 from portable.policy import Policy, load_policy, merge_cli
 
-__all__ = ["config_options", "output_option", "policy_from_options", "quiet_option", "tolerance_options"]
+__all__ = ["EXPORT_SCHEMA_VERSION", "config_options", "output_option", "policy_from_options", "quiet_option", "tolerance_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# One shape for an export's JSON (one graph or a text-generation pair), written or refused: the major part
+# changes on incompatible changes.
+EXPORT_SCHEMA_VERSION = "1.0"
 
 
 def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:

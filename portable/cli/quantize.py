@@ -13,6 +13,7 @@ import click
 from portable._version import __version__
 from portable.cli.options import quiet_option
 from portable.errors import UsageError
+from portable.io import check_writable
 from portable.policy import load_policy
 
 __all__ = ["QUANTIZE_SCHEMA_VERSION", "quantize", "render_json", "render_text"]
@@ -99,6 +100,7 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
 
     if calibration is not None and samples is not None:
         raise UsageError("--calibration and --samples exclude each other: the samples are the file's")
+    check_writable(output)  # before the model is read or calibrated
     try:
         result = run_quantize(model, output, calibration=calibration, eval_data=eval_data,
                               samples=samples or DEFAULT_SAMPLES, eval_samples=eval_samples, batch=batch, seed=seed,

@@ -56,18 +56,27 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
     for warning in result.proof.warnings if result.proof else ():
         click.echo(f"portable: warning: generation proof: {warning}", err=True)
     if fmt == "json":
-        click.echo(json.dumps({"ok": True, **result.to_dict()}, indent=2))
+        click.echo(json.dumps({**_head(0, None), **result.to_dict()}, indent=2))
     elif not quiet:
         proof = result.proof.message() if result.proof else "not run (--no-verify)"
         click.echo(f"wrote {result.prefill.path} and {result.decode.path} (weights {result.weights_fingerprint[:19]}…), "
                    f"manifest {result.manifest_path}; proof: {proof}")
 
 
+def _head(exit_code: int, message: str | None) -> dict[str, Any]:
+    """What every export JSON opens with, written or refused (``portable.cli.export.export_json``'s keys)."""
+    from portable._version import __version__
+    from portable.cli.options import EXPORT_SCHEMA_VERSION
+
+    return {"schema_version": EXPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            "ok": exit_code == 0, "exit_code": exit_code, "message": message}
+
+
 def _failed(exc: Any, fmt: str, proof: Any, debug: bool) -> None:
     from portable.formatters import get_formatter
 
     if fmt == "json":
-        click.echo(json.dumps({"ok": False, "message": exc.message, "validation": exc.report.to_dict(),
+        click.echo(json.dumps({**_head(int(exc.exit_code), exc.message), "validation": exc.report.to_dict(),
                                "proof": proof.to_dict() if proof else None}, indent=2))
     else:
         click.echo(get_formatter(fmt).render([exc.report]))

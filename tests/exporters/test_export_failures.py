@@ -16,7 +16,10 @@ def _export(cli, tmp_path: Path, spec: str, *extra: str) -> tuple[object, Path]:
 
 def _findings(stdout: str) -> list[dict]:
     payload = json.loads(stdout)
-    return [f for report in payload["reports"] for f in report["findings"]]
+    if "reports" in payload:  # precheck's: the validation report format
+        return [f for report in payload["reports"] for f in report["findings"]]
+    assert payload["exit_code"] == 1 and payload["ok"] is False and payload["written"] is False
+    return payload["validation"]["findings"]
 
 
 def test_decomposition_failure_is_port104_at_the_models_line_with_json_and_a_quiet_stderr(cli, tmp_path):
@@ -106,3 +109,14 @@ def test_precheck_runs_torch_onnx_too_and_finds_the_decomposition_failure(cli):
     assert "attn_implementation='eager'" in finding["hint"]
     skipped = cli("precheck", spec, "--no-graph-breaks", "--no-translate")
     assert skipped.exit_code == 0, skipped.output  # torch.export alone traces it
+
+
+def test_nonzero_is_precheck_s_one_finding_with_its_hint(cli, tmp_path):
+    """Issue 25 item 6: export gives what precheck gives (PORT106 at the line, the post-processing hint),
+    not the validator's PORT006/PORT008/PORT009 on the translated graph."""
+    result, out = _export(cli, tmp_path, "fixtures/models/nonzero.py:build")
+    assert result.exit_code == 1, result.output
+    [finding] = _findings(result.stdout)
+    assert (finding["rule"], finding["severity"]) == ("PORT106", "error")
+    assert finding["location"]["source"]["line"] == 13 and "post-processing" in finding["hint"]
+    assert result.stderr.count("\n") == 1 and not out.exists()

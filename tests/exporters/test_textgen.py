@@ -153,6 +153,7 @@ def test_the_cli_refusal_is_exit_1_with_the_finding_and_a_usage_error_exit_2(cli
     assert refused.exit_code == 1
     out = json.loads(refused.stdout)
     assert not out["ok"] and out["validation"]["findings"][0]["rule"] == "PORT107"
+    assert out["exit_code"] == refused.exit_code and out["schema_version"] == "1.0"  # export_json's head
     assert "nothing written" in refused.stderr
     usage = cli("export", f"{SPEC}:llama", "--task", "text-generation", "-o", str(tmp_path / "l"), "-i", "x=1x4")
     assert usage.exit_code == 2 and "-i/--input" in usage.stderr

@@ -162,3 +162,37 @@ def test_an_output_with_signal_is_not_degenerate() -> None:
     assert not stats.degenerate and stats.rms_expected == pytest.approx(float(np.sqrt(np.mean(EXPECTED ** 2))))
     pair = compare_outputs(("ort", [EXPECTED]), ("eager", [EXPECTED]), ["y"], ["float32"], 1, parse_overrides([], []))
     assert pair.warnings == () and pair.to_dict()["outputs"][0]["warning"] is None
+
+
+def _noisy(scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 values near zero, the reference off them by up to 1e-3, the runtime by ``scale`` times that."""
+    rng = np.random.default_rng(0)
+    exact = rng.normal(0, 0.01, 4096)
+    noise = rng.uniform(-1e-3, 1e-3, 4096)
+    return exact + scale * noise[::-1], exact + noise, exact
+
+
+def test_the_noise_floor_passes_fp32_arithmetic_and_fails_what_is_beyond_it() -> None:
+    from portable.runners.comparator import NOISE_FACTOR
+
+    table = parse_overrides([], [])
+    for scale, passes in ((1.5, True), (NOISE_FACTOR * 1.5, False)):
+        actual, expected, exact = _noisy(scale)
+        pair = compare_outputs(("ort", [actual]), ("eager", [expected]), ["y"], ["float32"], 1, table, exact=[exact])
+        [row] = pair.outputs
+        assert not row.stats.passed  # the plain bound alone refuses both
+        assert row.passed is passes and row.noise is not None
+        assert row.judged_by == ("noise floor" if passes else "tolerance")
+        text = row.verdict("ort", "eager")
+        assert ("passes by the float64 noise floor" in text and "cleared by" in text) if passes else \
+            ("the noise floor; allowed 4x" in text and pair.message.startswith("batch 1: output 'y' differs"))
+
+
+def test_the_noise_floor_is_not_used_for_given_tolerances_or_other_dtypes() -> None:
+    actual, expected, exact = _noisy(1.5)
+    given = compare_outputs(("ort", [actual]), ("eager", [expected]), ["y"], ["float32"], 1,
+                            parse_overrides(["1e-4"], []), exact=[exact])
+    assert given.outputs[0].noise is None and not given.passed
+    half = compare_outputs(("ort", [actual.astype(np.float16)]), ("eager", [expected.astype(np.float16)]), ["y"],
+                           ["float16"], 1, parse_overrides([], []), exact=[exact])
+    assert half.outputs[0].noise is None

@@ -1,0 +1,33 @@
+"""Issue 25 item 1: export's report is true. A verify failure is ``ok: false`` with the process's exit code and
+the parity block in JSON, a refusal in text; success and failure reports have one shape."""
+
+from __future__ import annotations
+
+import json
+
+SPEC = "fixtures/models/cnn.py:build"
+
+
+def test_a_verify_failure_in_json_says_so_with_the_exit_code_and_the_parity_block(cli, tmp_path):
+    out = tmp_path / "strict.onnx"
+    refused = cli("export", SPEC, "-o", str(out), "--atol", "1e-12", "--rtol", "0", "--format", "json")
+    assert refused.exit_code == 1, refused.output
+    data = json.loads(refused.stdout)
+    assert data["exit_code"] == refused.exit_code and data["ok"] is False and data["written"] is False
+    assert data["parity"] is not None and data["parity"]["ok"] is False and data["parity"]["details"]
+    assert "parity check failed" in data["message"] and not out.exists()
+    assert data["schema_version"] == "1.0" and data["validation"]["ok"]  # the graph was fine, the numbers not
+    written = cli("export", SPEC, "-o", str(tmp_path / "ok.onnx"), "--format", "json")
+    assert written.exit_code == 0, written.output
+    good = json.loads(written.stdout)
+    assert set(good) == set(data)  # one shape
+    assert good["exit_code"] == 0 and good["ok"] is True and good["written"] is True and good["parity"]["ok"]
+    assert good["schema_version"] == data["schema_version"] and good["fingerprint"].startswith("sha256:")
+
+
+def test_a_verify_failure_in_text_prints_no_pass_on_stdout(cli, tmp_path):
+    refused = cli("export", SPEC, "-o", str(tmp_path / "m.onnx"), "-q", "--atol", "1e-12", "--rtol", "0")
+    assert refused.exit_code == 1
+    assert "passed" not in refused.stdout.replace("verify FAILED", "") and "ok" not in refused.stdout.split()
+    assert refused.stdout.startswith("verify FAILED") and "differs by up to" in refused.stdout
+    assert "export failed: parity check failed" in refused.stderr
