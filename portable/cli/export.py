@@ -22,11 +22,16 @@ __all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
 
 
 input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=1x3x224x224[:dtype]",
-                            help="A model input (repeat in forward's order). Default: the SPEC's example inputs.")
+                            help="A model input by forward's parameter name (repeatable, any order; dtype default: the "
+                                 "example input's, else float32). Default: the SPEC's example inputs.")
 batch_option = click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
                             help="dynamic: dim 0 of every input and output is the symbol 'batch'; N: fully static.")
 format_option = click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
-                             help="How to print the result or the findings.")
+                             help="How to print the findings.")
+# export's result is more than findings (the file written, verify's parity): text or JSON only, so that
+# a SARIF or JUnit document never reads as clean when verify refused the export.
+export_format_option = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                                    show_default=True, help="How to print the result (JSON: one shape, written or refused).")
 
 
 def _debug() -> bool:
@@ -62,7 +67,7 @@ def _refused(exc: Any, fmt: str, output: str, timings: dict[str, float]) -> None
     if fmt == "json":
         click.echo(export_json(exit_code=int(exc.exit_code), path=output, report=exc.report, parity=exc.parity,
                                timings=timings, message=exc.message))
-    elif exc.parity is not None and not exc.parity.ok and fmt == "text":
+    elif exc.parity is not None and not exc.parity.ok:
         click.echo("\n".join(parity_lines(exc.parity)))
     else:
         click.echo(_render(exc.report, fmt))
@@ -96,7 +101,7 @@ _ROWS = 8  # verify's lines in text; --format json has every output
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Compare ONNX Runtime with eager PyTorch after export.")
 @tolerance_options
-@format_option
+@export_format_option
 @config_options
 @quiet_option
 @task_option

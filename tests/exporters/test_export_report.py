@@ -31,3 +31,11 @@ def test_a_verify_failure_in_text_prints_no_pass_on_stdout(cli, tmp_path):
     assert "passed" not in refused.stdout.replace("verify FAILED", "") and "ok" not in refused.stdout.split()
     assert refused.stdout.startswith("verify FAILED") and "differs by up to" in refused.stdout
     assert "export failed: parity check failed" in refused.stderr
+
+
+def test_export_prints_text_or_json_only(cli, tmp_path):
+    """A SARIF or JUnit document carries findings alone: one that reads clean when verify refused the export
+    would not be true, so export takes text and json; precheck (findings only) keeps every format."""
+    result = cli("export", SPEC, "-o", str(tmp_path / "m.onnx"), "--format", "sarif")
+    assert result.exit_code == 2 and "'sarif' is not one of 'text', 'json'" in result.output
+    assert not (tmp_path / "m.onnx").exists()
