@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from portable.errors import one_line
-from portable.exporters.inputs import tree_map_tensors
 from portable.runners.base import RunnerFailed
 from portable.runners.comparator import PairComparison, compare_outputs
 from portable.runners.inputs import (
@@ -29,7 +28,7 @@ from portable.runners.inputs import (
 )
 from portable.runners.sessions import SessionFailed, session_from_onnx
 from portable.runners.tolerances import ToleranceTable
-from portable.runners.torch_runners import EagerRunner
+from portable.runners.torch_runners import EagerRunner, Float64Runner, float64_reference
 
 __all__ = ["DTYPES", "ExampleRunner", "Parity", "verify_parity"]
 
@@ -83,7 +82,8 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     specs, outputs = io_of_proto(proto)
     runner = ExampleRunner(module, examples)
     runner.load()
-    exact, judged = _float64_runner(module, examples, precision, table, [o.dtype for o in outputs])
+    exact, judged = float64_reference(module, [o.dtype for o in outputs], table.given, examples=examples,
+                                      precision=precision)
     ranges = int_ranges_from_examples(specs, examples)
     details = [_compare(runner, session, specs, outputs, b, seed, ranges, table, exact) for b in batches]
     judged = next((d["float64"] for d in details if d.get("float64")), judged)
@@ -93,27 +93,6 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
     return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details, warnings,
                   judged)
-
-
-def _float64_runner(module: Any, examples: Sequence[Any], precision: str, table: ToleranceTable,
-                    dtypes: Sequence[str]) -> tuple[ExampleRunner | None, str]:
-    """The reference once more in float64 (a copy of the module and float inputs ``.double()``), whose
-    outputs calibrate the verdict (:class:`~portable.runners.comparator.NoiseFloor`); None, and why,
-    where it does not apply: not fp32, no float32 output, tolerances given, or the copy will not convert."""
-    if precision != "fp32" or "float32" not in dtypes:
-        return None, f"default tolerances only (float64 calibration is for fp32 outputs; this is {precision})"
-    if table.atol is not None or table.rtol is not None or table.per_output:
-        return None, "--atol/--rtol as given (no float64 calibration)"
-    import copy
-
-    try:
-        double = copy.deepcopy(module).double()
-        inputs = tree_map_tensors(lambda t: t.double() if t.is_floating_point() else t, tuple(examples))
-        runner = ExampleRunner(double, inputs)
-        runner.load()
-    except Exception as exc:  # noqa: BLE001 - a module that will not copy or convert: today's tolerances
-        return None, f"default tolerances only: the float64 copy failed ({one_line(exc, limit=200)})"
-    return runner, "float64 reference: ran (ONNX Runtime judged against PyTorch fp32's own error too)"
 
 
 def _degenerate_warnings(details: Sequence[dict[str, Any]]) -> tuple[str, ...]:
@@ -140,7 +119,7 @@ def _session(model: bytes | str, precision: str) -> Any:
 
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
              batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable,
-             double: ExampleRunner | None = None) -> dict[str, Any]:
+             double: Float64Runner | None = None) -> dict[str, Any]:
     feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
     try:
         expected = runner.infer(feeds)

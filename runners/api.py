@@ -53,7 +53,7 @@ from portable.runners.timing import (
     warm_up,
 )
 from portable.runners.tolerances import ToleranceTable
-from portable.runners.torch_runners import CompiledRunner, EagerRunner, structured, tf32_mode
+from portable.runners.torch_runners import CompiledRunner, EagerRunner, float64_reference, structured, tf32_mode
 
 if TYPE_CHECKING:
     import torch
@@ -77,6 +77,7 @@ class _Plan:
     setup: dict[str, Any] = field(default_factory=dict)
     device_memory: dict[str, dict[int, tuple[int, str]]] = field(default_factory=dict)  # ORT on a GPU
     skipped: list[str] = field(default_factory=list)  # default providers that could not load
+    exact: dict[int, list[np.ndarray]] = field(default_factory=dict)  # the float64 reference's outputs per batch
 
 
 def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[int]:
@@ -234,8 +235,25 @@ def _pairs(names: Sequence[str]) -> list[tuple[str, str]]:
 def _compare_all(plan: _Plan, outputs: Outputs, tolerances: ToleranceTable) -> tuple[PairComparison, ...]:
     names = [o.name for o in plan.outputs]
     dtypes = [o.dtype for o in plan.outputs]
-    return tuple(compare_outputs((a, outputs[a][b]), (e, outputs[e][b]), names, dtypes, b, tolerances)
-                 for a, e in _pairs(list(outputs)) for b in plan.feeds)
+    return tuple(compare_outputs((a, outputs[a][b]), (e, outputs[e][b]), names, dtypes, b, tolerances,
+                                 exact=plan.exact.get(b)) for a, e in _pairs(list(outputs)) for b in plan.feeds)
+
+
+def _calibrate(plan: _Plan, module: Any, table: ToleranceTable, examples: Sequence[Any] | None, say: Progress) -> None:
+    """The reference once in float64 at each batch, before the other runners load: the noise floor that
+    judges fp32 arithmetic as export's verify judges it (``plan.exact``; ``setup.float64`` says how it went)."""
+    double, note = float64_reference(module, [o.dtype for o in plan.outputs], table.given, device=plan.device,
+                                     examples=examples if structured(examples) else None)
+    if double is not None:
+        say("the reference in float64 (the noise floor of fp32 arithmetic)")
+        try:
+            plan.exact.update({b: double.infer(feeds) for b, feeds in plan.feeds.items()})
+        except RunnerFailed as exc:  # an op without a float64 kernel, say
+            plan.exact.clear()
+            note = f"default tolerances only: PyTorch in float64 failed ({exc})"
+        finally:
+            double.unload()
+    plan.setup["float64"] = note
 
 
 def _timers(runner: Runner) -> tuple[Timer, Any]:
@@ -391,6 +409,7 @@ def compare(model_path: str | Path, reference_module: torch.nn.Module, options: 
     plan.setup.update(_setup(options, runners))
     try:
         with tf32_mode(options.tf32):
+            _calibrate(plan, reference_module, table, example_inputs, say)
             report = _execute(plan, runners, table, options.timing, options.localize, reference_module,
                               options.reference_name, say, implicit=options.providers is None)
     finally:

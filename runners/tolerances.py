@@ -93,6 +93,11 @@ class ToleranceTable:
     rtol: float | None = None
     per_output: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
+    @property
+    def given(self) -> bool:
+        """Whether the user gave ``--atol``/``--rtol`` (for all outputs or one): judged alone, as asked."""
+        return self.atol is not None or self.rtol is not None or bool(self.per_output)
+
     def for_output(self, name: str, dtype: str) -> Tolerance:
         base = self._default(dtype)
         atol, rtol = self.per_output.get(name, (None, None))

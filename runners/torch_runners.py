@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,8 @@ import numpy as np
 from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
-__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "ExampleArgs", "structured", "tf32_mode"]
+__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "ExampleArgs", "Float64Runner", "float64_reference",
+           "structured", "tf32_mode"]
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
@@ -160,6 +161,39 @@ class EagerRunner(Runner):
 
     def unload(self) -> None:
         self._fn = None
+
+
+class Float64Runner(EagerRunner):
+    """The reference once more in float64: a copy of the module ``.double()``, its float inputs cast to float64.
+    Its outputs are the exact side of the noise floor (:class:`~portable.runners.comparator.NoiseFloor`)
+    that export's verify and ``compare`` judge fp32 arithmetic by."""
+
+    def __init__(self, module: Any, device: str = "cpu", examples: Any = None) -> None:
+        import copy
+
+        super().__init__(copy.deepcopy(module).double(), device, "eager-float64", examples)
+
+    def _tensors(self, feeds: Feeds) -> list[Any]:
+        from torch.utils import _pytree
+
+        args = super()._tensors(feeds)
+        return list(_pytree.tree_map(lambda t: t.double() if _is_tensor(t) and t.is_floating_point() else t, args))
+
+
+def float64_reference(module: Any, dtypes: Sequence[str], tolerances_given: bool, *, device: str = "cpu",
+                      examples: Any = None, precision: str = "fp32") -> tuple[Float64Runner | None, str]:
+    """The loaded float64 runner that calibrates a verdict, or None and why it does not apply: not fp32,
+    no float32 output, tolerances given (judged alone, as asked), or a module that will not copy or convert."""
+    if precision != "fp32" or "float32" not in dtypes:
+        return None, f"default tolerances only (float64 calibration is for fp32 outputs; this is {precision})"
+    if tolerances_given:
+        return None, "--atol/--rtol as given (no float64 calibration)"
+    try:
+        runner = Float64Runner(module, device, examples)
+        runner.load()
+    except Exception as exc:  # noqa: BLE001 - a module that will not copy or convert: the tolerances alone
+        return None, f"default tolerances only: the float64 copy failed ({one_line(exc, limit=200)})"
+    return runner, "float64 reference: ran (ONNX Runtime judged against PyTorch fp32's own error too)"
 
 
 class CompiledRunner(EagerRunner):

@@ -193,3 +193,29 @@ def test_tolerances_given_are_judged_alone(cnn_export):
                            tolerances=parse_overrides(["1e-12"], ["0"]))
     assert not parity.ok and parity.float64.startswith("--atol/--rtol as given")
     assert "noise floor" not in parity.message
+
+
+def test_compare_judges_the_noisy_model_as_verify_does(deep_export, cli, tmp_path):
+    """One verdict in both commands: the file export's verify passed by its noise floor passes `compare` with
+    default flags; the reference with one weight x1.01 fails it; `--atol/--rtol` are judged alone there too."""
+    import json
+
+    from portable.runners.api import compare
+
+    _, out = deep_export
+    result = cli("compare", str(out), "--reference", DEEP, "--no-compile", "--no-latency", "--batch", "1,3",
+                 "--format", "json")
+    data = json.loads(result.stdout)
+    assert result.exit_code == 0 == data["exit_code"], result.output
+    assert data["setup"]["float64"].startswith("float64 reference: ran")
+    rows = [o for p in data["parity"] for o in p["outputs"]]
+    assert rows and all(o["judged_by"] == "noise floor" for o in rows)
+    given = cli("compare", str(out), "--reference", DEEP, "--no-compile", "--no-latency", "--atol", "1e-4",
+                "--format", "json")
+    assert given.exit_code == 1 and json.loads(given.stdout)["setup"]["float64"].startswith("--atol/--rtol")
+    loaded = load_spec(f"{ROOT}/{DEEP}")
+    with torch.no_grad():
+        loaded.module.body[0].weight.mul_(1.01)
+    wrong = compare(out, loaded.module, example_inputs=loaded.example_inputs, compile_mode=None, timing=None,
+                    batches=[1])
+    assert not wrong.parity_passed and all(not p.passed for p in wrong.parity)

@@ -173,7 +173,10 @@ def test_onnx_runtime_does_not_spin_while_others_are_timed_and_the_threads_are_r
     runner.load()
     assert runner.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     steady = report.latency[0]
-    assert report.timing_warnings == () or steady.stats.cv > 0.2
+    # on a busy machine any runner may be noisy: a warning for exactly those whose CV is over 0.2
+    noisy_runners = {r.runner for r in report.latency if r.stats.cv > 0.2}
+    assert {w.split("latency of ")[1].split(" at batch")[0] for w in report.timing_warnings} == noisy_runners
+    steady = replace(steady, stats=replace(steady.stats, cv=0.1))
     noisy = replace(steady, stats=replace(steady.stats, cv=0.7))
     warned = replace(report, latency=(noisy,)).timing_warnings
     assert len(warned) == 1 and "varies run to run (CV 0.70 > 0.2)" in warned[0]
