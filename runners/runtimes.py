@@ -223,27 +223,29 @@ def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[i
 
 def _records(runtime: str, plan: _Plan, outputs: Outputs, failures: Mapping[int, str], load_error: str | None,
              expected: tuple[str, Outputs], found: str | None, load_seconds: float | None) -> list[RuntimeRecord]:
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
-    base = {"version": found, "load_seconds": load_seconds}
+    def base(batch: int, status: str, **more: Any) -> RuntimeRecord:
+        return replace(RuntimeRecord(runtime, batch, status, version=found, load_seconds=load_seconds), **more)
+
     if load_error is not None:
-        return [RuntimeRecord(runtime, b, "does not load", error=load_error, **base) for b in plan.feeds]
+        return [base(b, "does not load", error=load_error) for b in plan.feeds]
     table = RuntimeTolerances(**asdict(plan.table), runtime=runtime)
     records = []
     for batch in plan.feeds:
         if batch in failures:
             status, _, message = failures[batch].partition("|")
-            records.append(RuntimeRecord(runtime, batch, status, error=message, **base))
+            records.append(base(batch, status, error=message))
         elif runtime == expected[0]:
-            records.append(RuntimeRecord(runtime, batch, "reference", **base))
+            records.append(base(batch, "reference"))
         else:
             pair = compare_outputs((runtime, outputs[batch]), expected[:1] + (expected[1][batch],), plan.names,
                                    plan.dtypes, batch, table)
             worst = max((o.stats.max_abs for o in pair.outputs), default=None)
             tolerance = "; ".join(sorted({o.tolerance.describe() for o in pair.outputs}))
             error = None if pair.passed else "; ".join(pair.problems())[:400]
-            records.append(RuntimeRecord(runtime, batch, "pass" if pair.passed else "fail", expected[0],
-                                         max_abs=worst, tolerance=tolerance, error=error, **base))
+            records.append(base(batch, "pass" if pair.passed else "fail", versus=expected[0], max_abs=worst,
+                                tolerance=tolerance, error=error))
     return records
 
 
