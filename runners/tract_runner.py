@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
 __all__ = ["TractRunner"]
@@ -26,8 +25,8 @@ PACKAGE = "tract"
 
 def _first_line(exc: BaseException) -> str:
     """tract's error without its Rust backtrace: the message and its causes."""
-    text = str(exc).split("Stack backtrace:")[0]
-    return one_line(" ".join(text.split()), limit=400)
+    text = " ".join(str(exc).split("Stack backtrace:")[0].split())
+    return f"{type(exc).__name__}: {text[:400]}"
 
 
 class TractRunner(Runner):
