@@ -182,7 +182,8 @@ def compare(model: str, reference: str | None, weights: str | None, report_path:
         from portable.cli.runtimes import compare_runtimes_command
 
         compare_runtimes_command(model, runtimes, reference, weights, golden, reference_cap, fmt, output, quiet,
-                                 report_path=report_path, task=task, flags=flags)
+                                 report_path=report_path, task=task, flags=flags,
+                                 helpers=(_batches, _emit, _load_reference, _progress))
     if reference is None:
         raise UsageError("compare needs --reference SPEC (or --runtime to compare runtimes with each other)")
     options = _options(reference, **flags)  # every flag parsed and checked before torch is imported

@@ -34,8 +34,10 @@ def _check(reference: str | None, golden: str | None, runtimes: str | None, task
 
 def compare_runtimes_command(model: str, runtimes: str | None, reference: str | None, weights: str | None,
                              golden: str | None, cap: float, fmt: str, output: str | None, quiet: bool, *,
-                             report_path: str | None, task: str, flags: dict[str, Any]) -> NoReturn:
-    from portable.cli.compare import _batches, _emit, _load_reference, _progress
+                             report_path: str | None, task: str, flags: dict[str, Any], helpers: Any) -> NoReturn:
+    """``helpers``: compare's ``_batches``, ``_emit``, ``_load_reference``, ``_progress`` (passed in: no import
+    cycle between the two command modules)."""
+    _batches, _emit, _load_reference, _progress = helpers
     from portable.runners.inputs import parse_dims, parse_int_ranges
     from portable.runners.runtimes import compare_runtimes, parse_runtimes, render_runtimes
     from portable.runners.tolerances import parse_overrides
