@@ -45,7 +45,7 @@ class TractRunner(Runner):
         import tract
 
         start = time.perf_counter()
-        self.version = tract.version()
+        self.version = tract.version() if hasattr(tract, "version") else None
         try:
             inference = tract.onnx().load(self.model_path)
         except Exception as exc:  # noqa: BLE001 - the loader's refusal is this runner's failure
