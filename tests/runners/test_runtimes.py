@@ -174,3 +174,25 @@ def test_installed_runtime_that_lacks_the_op_does_not_load(runtime: str, tmp_pat
     report = compare_runtimes(_custom_op_model(tmp_path / "custom.onnx"), runtime, batches=[1])
     assert _statuses(report) == {(runtime, 1): "does not load"}
     assert report.records[0].error
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+def test_a_live_load_failure_is_the_one_the_offline_profile_predicted(runtime: str, tmp_path: Path) -> None:
+    """Det has no OpenVINO translator and no tract builder: the profile says the file does not load, and the
+    runner, run for real, fails to load it; ONNX Runtime (which has Det) runs it as the reference."""
+    pytest.importorskip(runtime, reason=f"{runtime} is not installed (make targets-venv)")
+    from portable.policy import Policy
+    from portable.validators import validate
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch"])
+    model = helper.make_model(helper.make_graph([helper.make_node("Det", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    path = tmp_path / "det.onnx"
+    onnx.save(model, str(path))
+    (offline,) = validate(path, Policy(targets=(runtime,))).targets
+    assert not offline.loads and dict(offline.fallback) == {"Det": 1}
+    report = compare_runtimes(path, f"ort,{runtime}", batches=[1, 3])
+    assert _statuses(report) == {("ort", 1): "reference", ("ort", 3): "reference", (runtime, 1): "does not load",
+                                 (runtime, 3): "does not load"}
+    assert report.exit_code == 1
