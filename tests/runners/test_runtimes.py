@@ -196,3 +196,19 @@ def test_a_live_load_failure_is_the_one_the_offline_profile_predicted(runtime: s
     assert _statuses(report) == {("ort", 1): "reference", ("ort", 3): "reference", (runtime, 1): "does not load",
                                  (runtime, 3): "does not load"}
     assert report.exit_code == 1
+
+
+def test_tract_runs_a_resize_over_the_symbolic_batch(tmp_path: Path) -> None:
+    """The zoo's DeepLabV3 on tract: left symbolic, tract's Resize fails ("Undetermined symbol in expression:
+    batch"); the runner binds the batch per size (SetSymbols) and the outputs match ONNX Runtime's."""
+    pytest.importorskip("tract", reason="tract is not installed (make targets-venv)")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 8, 8])
+    scales = onnx.numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    graph = helper.make_graph([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g", [x], [y],
+                              [scales])
+    path = tmp_path / "resize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    report = compare_runtimes(path, "ort,tract")
+    assert _statuses(report) == {("ort", 1): "reference", ("ort", 3): "reference", ("tract", 1): "pass",
+                                 ("tract", 3): "pass"}
