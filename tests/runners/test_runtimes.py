@@ -204,9 +204,10 @@ def test_tract_runs_a_resize_over_the_symbolic_batch(tmp_path: Path) -> None:
     pytest.importorskip("tract", reason="tract is not installed (make targets-venv)")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 4, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 8, 8])
-    scales = onnx.numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
-    graph = helper.make_graph([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g", [x], [y],
-                              [scales])
+    hw = onnx.numpy_helper.from_array(np.array([8, 8], np.int64), "hw")
+    nodes = [helper.make_node("Shape", ["x"], ["s"], end=2), helper.make_node("Concat", ["s", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")]  # sizes from the batch
+    graph = helper.make_graph(nodes, "g", [x], [y], [hw])
     path = tmp_path / "resize.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     report = compare_runtimes(path, "ort,tract")
