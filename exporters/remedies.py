@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
 from portable.exporters.initializers import add_initializer
@@ -33,6 +34,8 @@ __all__ = [
     "ExpandNewerOpsPass",
     "FixBatchPass",
     "FixDimsPass",
+    "INDEX_SLOTS",
+    "Int32IndicesPass",
     "InternalizeDataPass",
     "PReluSlopesPass",
     "RaiseIRVersionPass",
@@ -409,3 +412,81 @@ def _values(graph: ir.Graph) -> Iterator[ir.Value]:
     yield from graph.initializers.values()
     for node in graph.all_nodes():
         yield from node.outputs
+
+
+# op -> the inputs that take int32 as well as int64 in the op's schema at opset 18 (tensor(int32), tensor(int64)).
+# Reshape's shape, Expand's shape, Tile's repeats, Unsqueeze's axes, Pad's pads, TopK's K and Resize's sizes
+# are int64 only: those shape tensors stay int64 (an int32 one would not validate).
+INDEX_SLOTS: dict[str, tuple[int, ...]] = {"Gather": (1,), "GatherElements": (1,), "ScatterElements": (1,),
+                                           "Slice": (1, 2, 3, 4), "OneHot": (0,)}
+_INT32 = np.iinfo(np.int32)
+
+
+class Int32IndicesPass(ir.passes.InPlacePass):
+    """Constant int64 indices to int32 where every value fits, for targets that want int32 (NNAPI's table:
+    Gather's "Input indices should be constant if not int32 type").
+
+    Only initializers (constants folded by the earlier remedies), only where every use is an index slot of
+    :data:`INDEX_SLOTS`; a Slice is converted whole (its starts, ends, axes and steps share one type) or not at
+    all. A Slice's starts and ends beyond int32 (``INT64_MAX``: "to the end") are clamped to int32's range,
+    which Slice clamps to the axis anyway (axes of 2**31 elements or more are not portable: < 2 GiB). Any other
+    value outside int32 is unsafe and refuses the remedy (the model stays as it was, the report names the
+    constant). Graph inputs (the model's interface) are never changed.
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        chosen, unsafe = self._candidates(graph)
+        if unsafe:  # the whole remedy, not a part: the report then names what keeps the model int64
+            raise RemedyRefused(f"int64 indices do not fit in int32: {', '.join(sorted(unsafe)[:5])}")
+        for value, array in chosen.items():
+            narrow = add_initializer(graph, f"{value.name}_int32", array.astype(np.int32))
+            for usage in list(value.uses()):
+                usage.node.replace_input_with(usage.idx, narrow)
+            if not value.uses() and not value.is_graph_output() and value.name in graph.initializers:
+                graph.initializers.pop(str(value.name))
+        return ir.passes.PassResult(model, modified=bool(chosen))
+
+    def _candidates(self, graph: ir.Graph) -> tuple[dict[ir.Value, np.ndarray], set[str]]:
+        chosen: dict[ir.Value, np.ndarray] = {}
+        unsafe: set[str] = set()
+        for value in graph.initializers.values():
+            if value.dtype != ir.DataType.INT64 or value.const_value is None or value.is_graph_input():
+                continue
+            uses = list(value.uses())
+            if not uses or not all(_index_slot(u.node, u.idx) for u in uses):
+                continue
+            array = _narrowed(value.const_value.numpy(), all(u.node.op_type == "Slice" and u.idx in (1, 2) for u in uses))
+            if array is None:
+                unsafe.add(f"'{value.name}' (used by {uses[0].node.op_type} '{uses[0].node.name}')")
+            else:
+                chosen[value] = array
+        return _whole_slices(chosen), unsafe
+
+
+def _index_slot(node: ir.Node, index: int) -> bool:
+    return node.domain in ("", "ai.onnx") and index in INDEX_SLOTS.get(node.op_type, ())
+
+
+def _narrowed(values: np.ndarray, clamp: bool) -> np.ndarray | None:
+    """``values`` as they go into int32 (Slice starts/ends clamped), None when a value does not fit."""
+    if clamp:
+        return np.clip(values, _INT32.min, _INT32.max)
+    if values.size and (values.min() < _INT32.min or values.max() > _INT32.max):
+        return None
+    return values
+
+
+def _whole_slices(chosen: dict[ir.Value, np.ndarray]) -> dict[ir.Value, np.ndarray]:
+    """``chosen`` without the constants of a Slice whose other index inputs stay int64 (one Tind per Slice)."""
+    changed = True
+    while changed:
+        changed = False
+        for value in list(chosen):
+            for usage in value.uses():
+                node = usage.node
+                if node.op_type == "Slice" and any(v is not None and v not in chosen for v in node.inputs[1:5]):
+                    chosen.pop(value, None)
+                    changed = True
+                    break
+    return chosen

@@ -28,7 +28,7 @@ from portable.runners.render import markdown_table
 from portable.runners.tolerances import ToleranceTable
 
 __all__ = ["MATRIX_HEADER", "MATRIX_SCHEMA", "MatrixCell", "MatrixReport", "Placement", "matrix_rows", "parse_placement",
-           "render_matrix_markdown", "run_matrix"]
+           "render_matrix_markdown", "run_matrix", "runtime_columns"]
 
 MATRIX_SCHEMA = "portable.matrix"
 CPU = "CPUExecutionProvider"
@@ -75,15 +75,16 @@ class MatrixReport:
     target: str
     environment: Mapping[str, Any]
     cells: tuple[MatrixCell, ...]
+    runtimes: tuple[Any, ...] = ()  # RuntimeRecord (runners/runtimes.py), with --runtime: one column per runtime
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.cells)
+        return all(c.passed for c in self.cells) and not any(r.failed for r in self.runtimes)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": MATRIX_SCHEMA, "schema_version": 1, "model": self.model, "target": self.target,
                 "passed": self.passed, "environment": dict(self.environment),
-                "cells": [c.to_dict() for c in self.cells]}
+                "cells": [c.to_dict() for c in self.cells], "runtimes": [r.to_dict() for r in self.runtimes]}
 
 
 def parse_placement(profile: Sequence[Mapping[str, Any]], provider: str) -> Placement:
@@ -147,9 +148,12 @@ def _cell(provider: str, batch: int, pair: PairComparison | None, error: str | N
 def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None = None,
                batches: Sequence[int] | None = None, dims: Mapping[str, int] | None = None,
                int_ranges: tuple[tuple[int, int] | None, Mapping[str, tuple[int, int]]] = (None, {}), seed: int = 0,
-               target: str | None = None, progress: Callable[[str], None] | None = None) -> MatrixReport:
+               target: str | None = None, progress: Callable[[str], None] | None = None,
+               runtimes: Sequence[str] = (), cap_seconds: float | None = None) -> MatrixReport:
     """Run the matrix on this machine. Asked-for providers that are not available are listed.
-    ``int_ranges``: the range of random integer inputs (None: 0:10) and ranges by input name."""
+    ``int_ranges``: the range of random integer inputs (None: 0:10) and ranges by input name.
+    ``runtimes`` (openvino, tract, reference): also run those on the same feeds against ONNX Runtime's CPU
+    provider (runners/runtimes.py), one column each; a runtime not installed is a ``not installed`` cell."""
     from portable.runners.api import DEFAULT_INT_RANGE, _batches
 
     say = progress or (lambda _msg: None)
@@ -178,7 +182,24 @@ def run_matrix(model_path: str | Path, *, providers: str | Sequence[str] | None 
             cells += new
             reference = outputs if provider == CPU else reference
     env = describe_environment()
-    return MatrixReport(model, target or env["target"], env, tuple(cells))
+    return MatrixReport(model, target or env["target"], env, tuple(cells),
+                        _runtime_cells(model, runtimes, sizes, seed, dims, int_ranges, cap_seconds, say))
+
+
+def _runtime_cells(model: str, runtimes: Sequence[str], sizes: Sequence[int], seed: int,
+                   dims: Mapping[str, int] | None, int_ranges: tuple[tuple[int, int] | None, Mapping[str, Any]],
+                   cap_seconds: float | None, say: Callable[[str], None]) -> tuple[Any, ...]:
+    """The runtimes' records against ONNX Runtime's CPU provider (its own column is left out: the cells above)."""
+    if not runtimes:
+        return ()
+    from portable.runners.api import DEFAULT_INT_RANGE
+    from portable.runners.runtimes import compare_runtimes, parse_runtimes
+
+    names = ["ort", *(n for n in parse_runtimes(runtimes) if n != "ort")]
+    default, per_input = int_ranges
+    report = compare_runtimes(model, names, batches=sizes, seed=seed, dims=dims, int_range=default or DEFAULT_INT_RANGE,
+                              int_ranges=per_input, cap_seconds=cap_seconds, progress=say)
+    return tuple(r for r in report.records if r.runtime != "ort")
 
 
 def _yes(flag: bool | None) -> str:
@@ -202,6 +223,21 @@ def matrix_rows(data: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+def runtime_columns(records: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The runtimes as columns, one row per batch: ``pass (1.2e-07)``, ``not installed``, ``does not load``..."""
+    names = list(dict.fromkeys(r["runtime"] for r in records))
+    batches = list(dict.fromkeys(r["batch"] for r in records))
+    cell = {(r["runtime"], r["batch"]): r["status"] + ("" if r["max_abs"] is None else f" ({r['max_abs']:.2g})")
+            for r in records}
+    return ("batch", *names), [(str(b), *(cell.get((n, b), "-") for n in names)) for b in batches]
+
+
 def render_matrix_markdown(report: MatrixReport) -> str:
-    return (f"# Compatibility matrix: `{report.model}`\n\n"
+    text = (f"# Compatibility matrix: `{report.model}`\n\n"
             + markdown_table(MATRIX_HEADER, matrix_rows(report.to_dict())) + "\n")
+    if report.runtimes:
+        header, rows = runtime_columns([r.to_dict() for r in report.runtimes])
+        text += "\n## Runtimes, against ONNX Runtime's CPU provider\n\n" + markdown_table(header, rows) + "\n"
+        errors = [f"- {r.runtime} (batch {r.batch}): {r.error}" for r in report.runtimes if r.error]
+        text += ("\n" + "\n".join(errors) + "\n") if errors else ""
+    return text

@@ -44,6 +44,7 @@ class SessionSpec:
     log_severity: int = ERROR
     memory_arena: bool = True  # False for a session that is never run (PORT014)
     profile_prefix: str | None = None
+    config_entries: Mapping[str, str] = field(default_factory=dict)  # e.g. session.record_ep_graph_assignment_info
 
     def with_(self, **changes: Any) -> SessionSpec:
         return replace(self, **changes)
@@ -77,6 +78,8 @@ def session_options(spec: SessionSpec) -> Any:
     if spec.intra_op_threads is not None:
         options.intra_op_num_threads = spec.intra_op_threads
     options.enable_cpu_mem_arena = spec.memory_arena
+    for key, value in spec.config_entries.items():
+        options.add_session_config_entry(key, value)
     if spec.profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = spec.profile_prefix

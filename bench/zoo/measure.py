@@ -9,8 +9,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEGENERATE_RMS", "bare_export", "count_ops", "degenerate", "feeds_like", "leaves", "parity", "simplified",
-           "targets"]
+__all__ = ["DEGENERATE_RMS", "LIVE_RUNTIMES", "REFERENCE_CAP_S", "bare_export", "count_ops", "degenerate", "feeds_like",
+           "leaves", "parity", "runtimes", "simplified", "targets"]
+
+LIVE_RUNTIMES = ("openvino", "tract", "reference")  # issue 21: each against eager PyTorch, batch 1 and 3
+REFERENCE_CAP_S = 60.0  # ONNX's reference evaluator per batch; beyond it the cell says "timed out"
 
 # An output whose RMS is below fp32's absolute tolerance (atol 1e-4, runners/tolerances.py) passes any parity
 # check whatever the runtime computes: random-init torchvision ViT's zero head (0), MobileNetV3 (~1e-10).
@@ -72,6 +75,25 @@ def targets(path: Path) -> dict[str, Any]:
         found = [f for f in report.findings if f.message.startswith(f"{summary.name}:")]
         out[summary.name] = summary.to_dict() | {
             "ops_missing": sum(f.rule_id == "PORT201" for f in found), "casts": sum(f.rule_id == "PORT202" for f in found)}
+    return out
+
+
+def runtimes(module: Any, args: Sequence[Any], path: Path, batches: Sequence[int] = (1, 3)) -> dict[str, Any]:
+    """``compare_runtimes`` (runners/runtimes.py) of the file on OpenVINO CPU, tract and the reference
+    evaluator against eager PyTorch: per runtime its verdict over the batches, the worst max abs, the error."""
+    from portable.runners.runtimes import compare_runtimes
+
+    start = time.perf_counter()
+    report = compare_runtimes(path, LIVE_RUNTIMES, module=module, example_inputs=list(args), batches=list(batches),
+                              cap_seconds=REFERENCE_CAP_S)
+    out: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1), "reference": report.reference,
+                           "error": report.error}
+    for name in LIVE_RUNTIMES:
+        mine = [r for r in report.records if r.runtime == name]
+        worst = [r for r in mine if r.status != "pass"] or mine
+        out[name] = {"status": worst[0].status if worst else "not run", "version": mine[0].version if mine else None,
+                     "max_abs": max((r.max_abs for r in mine if r.max_abs is not None), default=None),
+                     "error": next((r.error for r in mine if r.error), None), "load_s": mine[0].load_seconds if mine else None}
     return out
 
 

@@ -261,6 +261,67 @@ def target_table(records: Sequence[dict[str, Any]]) -> list[str]:
     return [TARGETS_ABOUT, head, *body, total]
 
 
+LIVE_NAMES = ("openvino", "tract", "reference")
+LIVE_ABOUT = """\
+Live, on the runtimes installed here (`portable compare FILE --runtime openvino,tract,reference --reference
+SPEC`, runners/runtimes.py): portable's `--batch dynamic` file against eager PyTorch on the same seeded
+inputs at batch 1 and 3. `ok` means it loads and every output of both batches is within the runtime's
+tolerance (max abs shown); `timed out`: the reference evaluator did not finish a batch within its cap
+(60 s); `not installed`: `make targets-venv` was not run. A live failure is `predicted` when the
+offline profile of that runtime (the table above) said the file does not load; the reference
+evaluator has no profile, so its failures are listed with its message.
+"""
+
+
+def _runtimes_of(rec: dict[str, Any]) -> dict[str, Any] | None:
+    file = rec.get("dynamic", {}).get("file") if isinstance(rec.get("dynamic"), dict) else None
+    found = file.get("runtimes") if file else None
+    return found if found and "reference" in found else None
+
+
+def live_failure(rec: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The live failure of ``name`` on this model (load, run or parity) with ``predicted``, else None."""
+    live = (_runtimes_of(rec) or {}).get(name)
+    if not live or live["status"] not in ("does not load", "fails to run", "fail"):
+        return None
+    offline = (_targets_of(rec) or {}).get(name)
+    predicted = bool(offline) and live["status"] != "fail" and not offline.get("loads", True)
+    return {"model": rec["name"], "runtime": name, "status": live["status"], "predicted": predicted,
+            "error": live.get("error") or ""}
+
+
+def _live_cell(live: dict[str, Any] | None, failure: dict[str, Any] | None) -> str:
+    if not live:
+        return "–"
+    if failure:
+        return f"**{live['status']}**" + (" (predicted)" if failure["predicted"] else " (**not predicted**)")
+    if live["status"] == "pass":
+        return "ok" + ("" if live["max_abs"] is None else f" ({live['max_abs']:.1e})")
+    return live["status"]
+
+
+def live_table(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Per model and runtime: the live verdict; per runtime how many loaded and matched; the failures."""
+    rows = [(r, _runtimes_of(r)) for r in records]
+    rows = [(r, live) for r, live in rows if live]
+    if not rows:
+        return ["No live runtime data in the cache (run `make targets-venv`, then `make zoo`)."]
+    head = "| model | " + " | ".join(LIVE_NAMES) + " | s |\n|" + "---|" * (len(LIVE_NAMES) + 2)
+    body = [f"| {r['name']} | " + " | ".join(_live_cell(live.get(n), live_failure(r, n)) for n in LIVE_NAMES)
+            + f" | {live.get('seconds', 0):.0f} |" for r, live in rows]
+    counts = []
+    for n in LIVE_NAMES:
+        ran = [live[n] for _, live in rows if live.get(n, {}).get("status") not in (None, "not installed", "timed out")]
+        counts.append(f"{sum(x['status'] == 'pass' for x in ran)}/{len(ran)}")
+    total = "| **loads and matches** (of those that finished) | " + " | ".join(counts) + " | |"
+    failures = [f for r, _ in rows for n in LIVE_NAMES if (f := live_failure(r, n))]
+    listed = [f"- {f['model']} on {f['runtime']}: {f['status']}, {'predicted by' if f['predicted'] else 'NOT predicted by'}"
+              f" the offline profile: {f['error'][:240]}" for f in failures]
+    unpredicted = sum(not f["predicted"] for f in failures)
+    return [LIVE_ABOUT, head, *body, total, "", f"Live failures: {len(failures)}, not predicted offline: {unpredicted}.",
+            "", *listed]
+
+
 QUANTIZED_ABOUT = """\
 `portable quantize` on the dynamic-batch file of the CNNs and encoders (issue 24), with the
 defaults (target cpu: uint8 activations, int8 weights per-tensor, minmax), seeded calibration
@@ -307,7 +368,8 @@ def markdown(records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              ABOUT, f"**{summary(records)}**", "",
              f"Run: {meta['generated']}, the models' subprocess times add up to {meta['total_s']:.0f} s.", "",
              HEADER, *(_row(r) for r in records), "",
-             "## Targets (offline)", "", *target_table(records), "", *_quantized(records),
+             "## Targets (offline)", "", *target_table(records), "",
+             "## Runtimes (live)", "", *live_table(records), "", *_quantized(records),
              "## Not portable, and why", ""]
     for rec in _failing(records):
         lines.extend(_refusal(rec))

@@ -3,7 +3,8 @@
 Builds the entry, exports it bare (torch.onnx, the baseline) and with ``portable.export`` at
 ``--batch dynamic`` and ``--batch 1`` (each validated and verified by the export itself), then,
 on portable's file: ``portable.validate``, op counts, onnxsim on it (what is left to remove),
-parity with each output's RMS (:func:`bench.zoo.measure.parity`) and ``portable.compare``; for the
+parity with each output's RMS (:func:`bench.zoo.measure.parity`), ``portable.compare`` and, on the dynamic file,
+OpenVINO, tract and the reference evaluator against PyTorch (:func:`bench.zoo.measure.runtimes`); for the
 entries marked ``quantize``, ``portable.quantize`` of the dynamic file (:mod:`bench.zoo.quantized`).
 """
 
@@ -65,6 +66,8 @@ def inspect_file(built: Built, path: Path, batches: tuple[int, ...]) -> dict[str
     out["onnxsim"] = measure.simplified(path)
     out["parity"] = _guard(lambda: measure.parity(built.module, built.args, path, batches))
     out["compare"] = _guard(lambda: _compare(built, path, batches))
+    if len(batches) > 1:  # the dynamic file only: the runtimes at batch 1 and 3 (issue 21)
+        out["runtimes"] = _guard(lambda: measure.runtimes(built.module, built.args, path, batches))
     return out
 
 

@@ -124,8 +124,17 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--reference", "reference", required=True, metavar="SPEC",
-              help="The PyTorch model: package.module:callable or path/to/file.py:callable.")
+@click.option("--reference", "reference", default=None, metavar="SPEC",
+              help="The PyTorch model: package.module:callable or path/to/file.py:callable (needed unless "
+                   "--runtime is given).")
+@click.option("--runtime", "runtimes", default=None, metavar="RUNTIMES",
+              help="Compare runtimes instead: ort,openvino,tract,reference (comma-separated), each with the "
+                   "PyTorch SPEC when given, else with the first that runs; batch 1 and 3 by default.")
+@click.option("--golden", "golden", default=None, type=click.Path(file_okay=False),
+              help="With --runtime: write the inputs and the reference's outputs to this folder as ONNX "
+                   "test_data_set_N/input_K.pb, output_K.pb.")
+@click.option("--reference-cap", "reference_cap", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="With --runtime: seconds the reference evaluator gets per batch before it is 'timed out'.")
 @click.option("--weights", default=None, type=click.Path(dir_okay=False), help="State dict for the reference.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
               help="PyTorch device. Default: cuda when available, else cpu.")
@@ -159,8 +168,9 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @click.option("--prompt-length", default=None, type=click.IntRange(min=1),
               help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
 @_shared
-def compare(model: str, reference: str, weights: str | None, report_path: str | None, fmt: str, output: str | None,
-            quiet: bool, task: str, tokens: int, prompt_length: int | None, **flags: Any) -> None:
+def compare(model: str, reference: str | None, weights: str | None, report_path: str | None, fmt: str,
+            output: str | None, quiet: bool, task: str, tokens: int, prompt_length: int | None, runtimes: str | None,
+            golden: str | None, reference_cap: float, **flags: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
 
     Exit 0 when every output of every pair is within tolerance (and every budget is met), 1 on a parity
@@ -170,6 +180,14 @@ def compare(model: str, reference: str, weights: str | None, report_path: str | 
     """
     from portable.runners.api import compare as run_compare
 
+    if runtimes is not None or golden is not None:
+        from portable.cli.runtimes import compare_runtimes_command
+
+        compare_runtimes_command(model, runtimes, reference, weights, golden, reference_cap, fmt, output, quiet,
+                                 report_path=report_path, task=task, flags=flags,
+                                 helpers=(_batches, _emit, _load_reference, _progress))
+    if reference is None:
+        raise UsageError("compare needs --reference SPEC (or --runtime to compare runtimes with each other)")
     options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
     for path, what in ((report_path, "--report"), (output, "-o/--output")):
         if path:
@@ -237,10 +255,13 @@ def _show_budgets(checks: Any) -> None:
 @click.option("--target", default=None, help="Name of this hardware target in merged tables. Default: GPU or CPU name.")
 @click.option("--markdown", "markdown_path", default=None, type=click.Path(dir_okay=False),
               help="Also write the matrix as Markdown.")
+@click.option("--runtime", "runtimes", default=None, metavar="RUNTIMES",
+              help="Also run these runtimes (openvino,tract,reference) against the CPU provider, a column each; "
+                   "one not installed is a 'not installed' cell.")
 @_shared
 def matrix(model: str, target: str | None, markdown_path: str | None, providers: str | None, batch: str | None,
            dims: tuple[str, ...], int_range: tuple[str, ...], seed: int, fmt: str, output: str | None,
-           quiet: bool) -> None:
+           quiet: bool, runtimes: str | None) -> None:
     """For each execution provider and batch size: does the session load, does a first run
     succeed, parity against the CPU provider, and how many nodes fall back off the provider.
 
@@ -255,7 +276,8 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
     say, status = _progress(quiet)
     try:
         result = run_matrix(model, providers=providers, batches=_batches(batch), dims=parse_dims(dims),
-                            int_ranges=parse_int_ranges(int_range), seed=seed, target=target, progress=say)
+                            int_ranges=parse_int_ranges(int_range), seed=seed, target=target, progress=say,
+                            runtimes=_runtimes(runtimes))
     finally:
         if status is not None:
             status.stop()
@@ -264,6 +286,12 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
     _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
     if not result.passed:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))
+
+
+def _runtimes(text: str | None) -> list[str]:
+    from portable.runners.runtimes import parse_runtimes
+
+    return parse_runtimes(text) if text else []
 
 
 @click.group()

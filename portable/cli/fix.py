@@ -40,12 +40,15 @@ FIX_SCHEMA_VERSION = "1.0"
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--config", type=click.Path(dir_okay=False), default=None,
               help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
+@click.option("--target", "targets", multiple=True, metavar="NAMES",
+              help="Target profiles to check the result against (PORT201-204); a target whose table wants int32 "
+                   "indices (nnapi) also turns on the int32-indices remedy.")
 @click.option("--select", multiple=True, metavar="IDS", help="Validate only these rules (comma-separated).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (comma-separated).")
 @quiet_option
 def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int | None, force: bool, verify: bool,
         inputs: str | None, strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
-        ignore: tuple[str, ...], quiet: bool) -> None:
+        ignore: tuple[str, ...], quiet: bool, targets: tuple[str, ...] = ()) -> None:
     """Make MODEL portable where that is safe, prove it equivalent, and list what no remedy fixes.
 
     Exit codes: 0 portable and proven; 1 findings remain (the file is written unless
@@ -56,7 +59,8 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
     from portable.repair import fix as run_fix
     from portable.runners.inputs import parse_dims
 
-    policy = merge_cli(load_policy(config), select=select, ignore=ignore)
+    policy = merge_cli(load_policy(config), select=select, ignore=ignore,
+                       targets=[t for item in targets for t in item.split(",") if t.strip()])
     check_writable(output)  # before the model is read or repaired
     try:
         result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,

@@ -19,7 +19,7 @@ from onnx_ir.passes import common
 from portable.errors import UsageError, one_line
 from portable.repair.records import Plan, Remedy, RemedyReport
 
-__all__ = ["REMEDIES", "apply", "check_dims", "describe", "op_counts"]
+__all__ = ["INT32_TARGETS", "REMEDIES", "apply", "check_dims", "describe", "op_counts"]
 
 
 def _internalize(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
@@ -96,6 +96,18 @@ def _probed(name: str) -> Any:
     return build
 
 
+# targets whose own table asks for int32 indices, with where it says so (``fix --target NAME`` opts in)
+INT32_TARGETS: dict[str, str] = {
+    "nnapi": "nnapi_supported_ops.md, ai.onnx:Gather: \"Input indices should be constant if not int32 type.\"",
+}
+
+
+def _int32_indices(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.remedies import Int32IndicesPass
+
+    return Int32IndicesPass() if set(plan.policy.targets) & set(INT32_TARGETS) else None
+
+
 def _unused(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
     unused_functions = common.RemoveUnusedFunctionsPass()  # type: ignore[no-untyped-call]  # onnx-ir: no annotations
     return ir.passes.Sequential(common.RemoveUnusedNodesPass(), unused_functions, common.RemoveUnusedOpsetsPass())
@@ -120,6 +132,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("batch", _batch),
     Remedy("fold-constants", _fold_constants),
     Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
+    Remedy("int32-indices", _int32_indices),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
     Remedy("remove-unused", _unused),
     Remedy("static-shapes", _probed("StaticShapesPass")),
     Remedy("canonical-names", _canonical_names),

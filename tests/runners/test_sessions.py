@@ -61,3 +61,13 @@ def test_a_failing_pair_is_worded_once_naming_both_sides():
     assert pair.problems() == ("output 'y' has shape [3] vs [6] (a vs b)",) and pair.max_abs == 0.0
     same = compare_outputs(("a", [good]), ("b", [good]), ["y"], ["float32"], 1, table)
     assert same.passed and same.message == "" and same.problems() == ()
+
+
+def test_config_entries_reach_the_session():
+    """``config_entries`` (validate --live's graph assignment): without it ONNX Runtime refuses the question."""
+    key = "session.record_ep_graph_assignment_info"
+    with pytest.raises(Exception, match=key):
+        session_from_onnx(_relu()).get_provider_graph_assignment_info()
+    session = session_from_onnx(_relu(), SessionSpec(config_entries={key: "1"}))
+    assert session.get_session_options().get_session_config_entry(key) == "1"
+    assert [len(sub.get_nodes()) for sub in session.get_provider_graph_assignment_info()] == [1]

@@ -65,17 +65,14 @@ def _message(exc: BaseException) -> str:
 
 
 def _ort_cpu(source: str | bytes) -> str:
-    # lead: swap for the shared ONNX Runtime session factory (runners/sessions.py) once issue 22 lands
-    import onnxruntime as ort
+    from portable.runners.sessions import FATAL, SessionFailed, SessionSpec, session_from_onnx
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 4
-    options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    spec = SessionSpec(optimize=False, log_severity=FATAL, memory_arena=False,
+                       config_entries={"session.record_ep_graph_assignment_info": "1"})
     try:
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - the runtime's refusal is the answer
-        return f"does not load: {_message(exc)}"
+        session = session_from_onnx(source, spec)
+    except SessionFailed as exc:  # the runtime's refusal is the answer, in its own words
+        return f"does not load: {_message(RuntimeError(exc.detail))}"
     counts: Counter[str] = Counter()
     for sub in session.get_provider_graph_assignment_info():
         counts[sub.ep_name] += len(sub.get_nodes())

@@ -1,0 +1,329 @@
+"""The runtimes beside each other: ONNX Runtime CPU, OpenVINO CPU, tract and ONNX's reference
+evaluator, on the same seeded inputs (batch 1 and 3 by default), each compared with the PyTorch
+reference when one is given, else with the first runtime that runs (ONNX Runtime by default).
+
+A runtime whose package is not installed is a ``not installed`` record, never an error: the core
+install has neither openvino nor tract (``make targets-venv`` adds both). The reference evaluator
+runs under a time cap and a model it cannot finish is ``timed out``, not a failure.
+
+Per-runtime tolerances are data (:data:`RUNTIME_TOLERANCES`), each with the reason it is what it is;
+a dtype a runtime does not list takes the comparison's dtype default (runners/tolerances.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from portable.errors import ExitCode, InputError, UsageError
+from portable.runners.base import Runner, RunnerFailed
+from portable.runners.comparator import compare_outputs
+from portable.runners.inputs import InputSpec, graph_io, make_feeds
+from portable.runners.tolerances import Tolerance, ToleranceTable
+
+__all__ = ["DEFAULT_BATCHES", "RUNTIMES", "RUNTIME_TOLERANCES", "RuntimeRecord", "RuntimeReport", "RuntimeTolerances",
+           "compare_runtimes", "installed", "make_runner", "parse_runtimes", "render_runtimes"]
+
+SCHEMA = "portable.runtimes"
+DEFAULT_BATCHES = (1, 3)
+Progress = Callable[[str], None]
+
+# runtime -> the Python package it needs (None: always here, a core dependency)
+RUNTIMES: dict[str, str] = {"ort": "onnxruntime", "openvino": "openvino", "tract": "tract", "reference": "onnx"}
+
+# runtime -> dtype -> (atol, rtol, why). The float32 rows keep the cross-backend default (1e-4/1e-3: ResNet-50 ORT CPU
+# vs eager measured 2.4e-4 max abs, docs/runners.md) unless a runtime was measured to need another.
+RUNTIME_TOLERANCES: dict[str, dict[str, tuple[float, float, str]]] = {
+    "ort": {"float32": (1e-4, 1e-3, "the float32 default: cross-backend error measured on ResNet-50 and BERT "
+                                    "(docs/runners.md)")},
+    "openvino": {"float32": (1e-4, 1e-3, "CPU plugin with INFERENCE_PRECISION_HINT f32 (no bf16): issue 21 measured "
+                                         "<= 6e-6 against ONNX Runtime on six exports, the float32 default kept")},
+    "tract": {"float32": (1e-4, 1e-3, "tract computes float32 throughout (no fast-math by default): the float32 "
+                                      "default kept")},
+    "reference": {"float32": (1e-4, 1e-3, "NumPy, op by op as the spec writes it; its float32 matmuls and "
+                                          "convolutions round differently from MLAS/oneDNN, within the default")},
+}
+
+
+@dataclass(frozen=True)
+class RuntimeTolerances(ToleranceTable):
+    """The comparison's table, with one runtime's own rows (:data:`RUNTIME_TOLERANCES`) before the dtype defaults;
+    the user's ``--atol``/``--rtol`` still win."""
+
+    runtime: str = ""
+
+    def _default(self, dtype: str) -> Tolerance:
+        row = RUNTIME_TOLERANCES.get(self.runtime, {}).get(dtype)
+        if row is None or (dtype == "float32" and self.tf32):
+            return super()._default(dtype)
+        return Tolerance(row[0], row[1], f"{self.runtime}: {row[2]}")
+
+
+def installed(runtime: str) -> str | None:
+    """The installed version of ``runtime``'s package, None when it is not installed."""
+    package = RUNTIMES[runtime]
+    if importlib.util.find_spec(package) is None:
+        return None
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown version"
+
+
+def parse_runtimes(text: str | Sequence[str]) -> list[str]:
+    names = [n.strip().lower() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
+    bad = [n for n in names if n not in RUNTIMES]
+    if bad or not names:
+        raise UsageError(f"--runtime {','.join(bad) or text!r}: unknown runtime (known: {', '.join(RUNTIMES)})")
+    return list(dict.fromkeys(names))
+
+
+def make_runner(runtime: str, model: str | Path, *, cap_seconds: float | None = None) -> Runner:
+    """The runner for ``runtime`` (its module imports its package in ``load``, not here)."""
+    if runtime == "ort":
+        from portable.runners.ort_runner import OnnxRuntimeRunner
+
+        return OnnxRuntimeRunner(model, spinning=False)
+    if runtime == "openvino":
+        from portable.runners.openvino_runner import OpenVinoRunner
+
+        return OpenVinoRunner(model)
+    if runtime == "tract":
+        from portable.runners.tract_runner import TractRunner
+
+        return TractRunner(model)
+    from portable.runners.reference_runner import DEFAULT_CAP_SECONDS, ReferenceRunner
+
+    return ReferenceRunner(model, cap_seconds=cap_seconds or DEFAULT_CAP_SECONDS)
+
+
+@dataclass(frozen=True)
+class RuntimeRecord:
+    """One runtime at one batch size: ``status`` is ``reference``, ``pass``, ``fail`` (parity), ``not installed``,
+    ``timed out``, ``does not load`` or ``fails to run``."""
+
+    runtime: str
+    batch: int
+    status: str
+    versus: str | None = None
+    version: str | None = None
+    max_abs: float | None = None
+    tolerance: str | None = None
+    error: str | None = None
+    load_seconds: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A parity failure, or a runtime that is here and cannot load or run the model."""
+        return self.status in ("fail", "does not load", "fails to run")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runtime": self.runtime, "batch": self.batch, "status": self.status, "versus": self.versus,
+                "version": self.version, "max_abs": self.max_abs, "tolerance": self.tolerance, "error": self.error,
+                "load_seconds": self.load_seconds}
+
+
+@dataclass(frozen=True)
+class RuntimeReport:
+    model: str
+    reference: str  # "eager" (the PyTorch SPEC) or the runtime the others are compared with
+    batches: tuple[int, ...]
+    seed: int
+    records: tuple[RuntimeRecord, ...]
+    golden: str | None = None
+    error: str | None = None  # the reference itself could not run
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.error is not None:
+            return ExitCode.ERROR
+        return ExitCode.FINDINGS if any(r.failed for r in self.records) else ExitCode.OK
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": 1, "model": self.model, "reference": self.reference,
+                "passed": self.passed, "exit_code": int(self.exit_code), "batches": list(self.batches),
+                "seed": self.seed, "golden": self.golden, "error": self.error, "notes": list(self.notes),
+                "tolerances": {r: {d: {"atol": a, "rtol": t, "why": w} for d, (a, t, w) in rows.items()}
+                               for r, rows in RUNTIME_TOLERANCES.items()},
+                "records": [r.to_dict() for r in self.records]}
+
+
+def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[int]:
+    """``batches``, else 1 and 3 (a static batch: its own size only)."""
+    from portable.runners.api import _batches as checked
+
+    fixed = {s.static_batch for s in specs if s.shape}
+    if batches is None and len(fixed) == 1 and None not in fixed:
+        return checked(specs, None)
+    return checked(specs, list(batches or DEFAULT_BATCHES))
+
+
+Outputs = dict[int, list[np.ndarray]]
+
+
+def _run(runner: Runner, feeds: Mapping[int, dict[str, np.ndarray]]) -> tuple[Outputs, dict[int, str], str | None]:
+    """``runner``'s outputs per batch, the batches it failed on (status: message), or why it did not load."""
+    from portable.runners.reference_runner import TimedOut
+
+    try:
+        runner.load()
+    except RunnerFailed as exc:
+        return {}, {}, str(exc)
+    outputs: Outputs = {}
+    failures: dict[int, str] = {}
+    try:
+        for batch, feed in feeds.items():
+            try:
+                outputs[batch] = runner.infer(feed)
+            except TimedOut as exc:
+                failures[batch] = f"timed out|{exc}"
+            except RunnerFailed as exc:
+                failures[batch] = f"fails to run|{exc}"
+    finally:
+        runner.unload()
+    return outputs, failures, None
+
+
+@dataclass
+class _Plan:
+    model: Path
+    names: list[str]
+    dtypes: list[str]
+    feeds: dict[int, dict[str, np.ndarray]]
+    table: ToleranceTable
+
+
+def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[int] | None, seed: int,
+          dims: Mapping[str, int] | None, int_range: tuple[int, int] | None,
+          int_ranges: Mapping[str, tuple[int, int]] | None, table: ToleranceTable | None) -> _Plan:
+    from portable.runners.api import IntRanges
+    from portable.runners.inputs import dims_from_examples
+
+    path = Path(model)
+    if not path.is_file():
+        raise InputError("no such model file", path=str(path))
+    specs, outs = graph_io(path)
+    ints = IntRanges.of(specs, examples, int_range, int_ranges)
+    all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
+    feeds = {b: make_feeds(specs, b, seed=seed, dims=all_dims, int_range=ints.default, int_ranges=ints.per_input)
+             for b in _batches(specs, batches)}
+    return _Plan(path, [o.name for o in outs], [o.dtype for o in outs], feeds, table or ToleranceTable())
+
+
+def _records(runtime: str, plan: _Plan, outputs: Outputs, failures: Mapping[int, str], load_error: str | None,
+             expected: tuple[str, Outputs], found: str | None, load_seconds: float | None) -> list[RuntimeRecord]:
+    from dataclasses import asdict, replace
+
+    def base(batch: int, status: str, **more: Any) -> RuntimeRecord:
+        return replace(RuntimeRecord(runtime, batch, status, version=found, load_seconds=load_seconds), **more)
+
+    if load_error is not None:
+        return [base(b, "does not load", error=load_error) for b in plan.feeds]
+    table = RuntimeTolerances(**asdict(plan.table), runtime=runtime)
+    records = []
+    for batch in plan.feeds:
+        if batch in failures:
+            status, _, message = failures[batch].partition("|")
+            records.append(base(batch, status, error=message))
+        elif runtime == expected[0]:
+            records.append(base(batch, "reference"))
+        else:
+            pair = compare_outputs((runtime, outputs[batch]), expected[:1] + (expected[1][batch],), plan.names,
+                                   plan.dtypes, batch, table)
+            worst = max((o.stats.max_abs for o in pair.outputs), default=None)
+            tolerance = "; ".join(sorted({o.tolerance.describe() for o in pair.outputs}))
+            error = None if pair.passed else "; ".join(pair.problems())[:400]
+            records.append(base(batch, "pass" if pair.passed else "fail", versus=expected[0], max_abs=worst,
+                                tolerance=tolerance, error=error))
+    return records
+
+
+def compare_runtimes(model: str | Path, runtimes: str | Sequence[str] = tuple(RUNTIMES), *,
+                     module: Any = None, example_inputs: Sequence[Any] | None = None,
+                     batches: Sequence[int] | None = None, seed: int = 0, dims: Mapping[str, int] | None = None,
+                     int_range: tuple[int, int] | None = None, int_ranges: Mapping[str, tuple[int, int]] | None = None,
+                     tolerances: ToleranceTable | None = None, golden: str | Path | None = None,
+                     cap_seconds: float | None = None, progress: Progress | None = None,
+                     runner_factory: Callable[..., Runner] = make_runner) -> RuntimeReport:
+    """Run ``model`` on each runtime, compare each with ``module`` (PyTorch, eager on the CPU) when given, else with
+    the first runtime that runs; with ``golden``, write the inputs and the reference's outputs there as ONNX
+    test-data sets (:mod:`portable.runners.golden`)."""
+    say = progress or (lambda _msg: None)
+    names = parse_runtimes(runtimes)
+    plan = _plan(model, example_inputs, batches, seed, dims, int_range, int_ranges, tolerances)
+    ran: dict[str, tuple[Outputs, dict[int, str], str | None, str | None, float | None]] = {}
+    for runtime in names:
+        found = installed(runtime)
+        if found is None:
+            continue
+        say(f"running {runtime}")
+        runner = runner_factory(runtime, plan.model, cap_seconds=cap_seconds)
+        ran[runtime] = (*_run(runner, plan.feeds), found, runner.load_seconds)
+    expected, error = _expected(module, plan, ran, say)
+    records: list[RuntimeRecord] = []
+    for runtime in names:
+        if runtime not in ran:
+            records += [RuntimeRecord(runtime, b, "not installed", error=f"package {RUNTIMES[runtime]!r} is not "
+                                      "installed (make targets-venv)") for b in plan.feeds]
+            continue
+        outputs, failures, load_error, found, load_s = ran[runtime]
+        records += _records(runtime, plan, outputs, failures, load_error, expected, found, load_s)
+    written = None
+    if golden is not None and error is None:
+        from portable.runners.golden import write_golden
+
+        written = str(write_golden(golden, plan.feeds, expected[1], plan.names))
+    return RuntimeReport(str(plan.model), expected[0], tuple(plan.feeds), seed, tuple(records), written, error)
+
+
+def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]],
+              say: Progress) -> tuple[tuple[str, Outputs], str | None]:
+    """The side every runtime is compared with: eager PyTorch, else the first runtime that ran every batch."""
+    if module is None:
+        for runtime, (outputs, failures, load_error, *_rest) in ran.items():
+            if load_error is None and not failures:
+                return (runtime, outputs), None
+        return ("none", {}), "no runtime ran every batch: nothing to compare with"
+    from portable.runners.torch_runners import EagerRunner
+
+    say("running eager PyTorch (the reference)")
+    eager = EagerRunner(module, "cpu")
+    try:
+        eager.load()
+        return ("eager", {b: eager.infer(f) for b, f in plan.feeds.items()}), None
+    except Exception as exc:  # noqa: BLE001 - the reference's failure is the report's error (exit 3)
+        return ("eager", {}), f"eager PyTorch failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    finally:
+        eager.unload()
+
+
+HEADER = ("runtime", "version", "batch", "status", "versus", "max abs", "tolerance", "error")
+
+
+def runtime_rows(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    return [(r["runtime"], r["version"] or "-", str(r["batch"]), r["status"], r["versus"] or "-",
+             "-" if r["max_abs"] is None else f"{r['max_abs']:.3g}", r["tolerance"] or "-", r["error"] or "")
+            for r in records]
+
+
+def render_runtimes(report: RuntimeReport) -> str:
+    from portable.runners.render import markdown_table
+
+    lines = [f"# Runtimes: `{report.model}` (reference: {report.reference}, seed {report.seed})", "",
+             markdown_table(HEADER, runtime_rows([r.to_dict() for r in report.records]))]
+    if report.golden:
+        lines += ["", f"golden bundle: {report.golden}"]
+    if report.error:
+        lines += ["", f"error: {report.error}"]
+    return "\n".join(lines) + "\n"
