@@ -180,6 +180,9 @@ def compare(model: str, reference: str | None, weights: str | None, report_path:
     """
     from portable.runners.api import compare as run_compare
 
+    for path, what in ((report_path, "--report"), (output, "-o/--output")):
+        if path:
+            check_writable(path, what=f"{what} file")  # before the run, not after it
     if runtimes is not None or golden is not None:
         from portable.cli.runtimes import compare_runtimes_command
 
@@ -189,9 +192,6 @@ def compare(model: str, reference: str | None, weights: str | None, report_path:
     if reference is None:
         raise UsageError("compare needs --reference SPEC (or --runtime to compare runtimes with each other)")
     options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
-    for path, what in ((report_path, "--report"), (output, "-o/--output")):
-        if path:
-            check_writable(path, what=f"{what} file")  # before the run, not after it
     loaded = _load_reference(reference, weights)
     say, status = _progress(quiet)
     if task == "text-generation":

@@ -49,6 +49,8 @@ def test_compare_report_and_output_are_checked_before_the_run(cli, marked, tmp_p
     for flag in ("--report", "-o"):
         result = cli("compare", str(model), "--reference", spec, flag, "/sys/r.md", "--no-latency", "-q")
         _refused(result, "/sys/r.md")
+        runtimes = cli("compare", str(model), "--runtime", "ort,reference", "--reference", spec, flag, "/sys/r.md", "-q")
+        _refused(runtimes, "/sys/r.md")  # the runtimes' comparison checks first too
     assert not marker.exists()
 
 
