@@ -24,7 +24,7 @@ from portable.progress import Phases
 from portable.quiet import quiet_libraries
 from portable.repair.proof import Proof, prove
 from portable.repair.records import FixFailed, FixResult, Plan, RemedyReport
-from portable.repair.remedies import REMEDIES, apply, check_dims, describe
+from portable.repair.remedies import REMEDIES, apply, check_dims, describe, sort_nodes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -77,7 +77,7 @@ def _proven(stages: contextlib.ExitStack, staged: Staged, result: FixResult, pla
     model without the one that changed what it computes staged anew. :class:`FixFailed` when no proof holds."""
     with phases.phase("verify"), quiet_libraries():
         proof = _proof(plan, original, staged.readable(), feeds)
-        if not proof.ok and not proof.unavailable:
+        if not proof.ok and not proof.unavailable and not proof.random:  # a random original: no remedy to blame
             isolated = _isolate(plan, original, feeds)
             if isolated is None:
                 proof = _baseless(proof)
@@ -141,7 +141,7 @@ def _mapped(lean: LeanModel, index: int, tensor: onnx.TensorProto) -> ir.TensorP
 
 
 def _remedies(plan: Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
-    reports = []
+    reports = [sort_nodes(model)]  # in place, first: the others run on clones, which need a sorted graph
     for remedy in REMEDIES:
         model, report = apply(remedy, plan, model)
         reports.append(report)
@@ -231,6 +231,8 @@ def precision(proto: onnx.ModelProto) -> str:
 
 
 def _proof_message(proof: Proof) -> str:
+    if proof.random:
+        return f"{proof.random}; nothing written (PORT012: export in eval() mode, or --no-verify to write unproven)"
     if proof.unavailable:
         return (f"the proof cannot run: {proof.unavailable}; nothing written (--inputs FILE.npz proves on your "
                 "inputs, --batch N at that batch only, --dim NAME=SIZE sizes symbolic dims; --no-verify writes "

@@ -1,0 +1,94 @@
+"""``portable fix`` on graphs built like the files of other projects that broke it (issue 26): each
+test is one file's shape, small; each failed on the code before the issue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from portable.errors import ExitCode
+from portable.repair import FixFailed, fix
+
+
+def _save(model: onnx.ModelProto, folder: Path, name: str = "in.onnx") -> Path:
+    path = folder / name
+    onnx.save(model, path)
+    return path
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def test_an_unsorted_graph_is_sorted_and_said_so(tmp_path):
+    """burn-onnx ``non_topological_order.onnx``: Add listed before the Abs that feeds it (onnx-ir's clone crashed)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Add", ["a", "x"], ["y"], name="add"), helper.make_node("Abs", ["x"], ["a"], name="abs")]
+    result = fix(_save(_model(nodes, [x], [y]), tmp_path), tmp_path / "out.onnx")
+    report = {r.name: r for r in result.remedies}["topological-order"]
+    assert report.status == "applied" and "topological order" in report.detail
+    assert result.ok and result.proof is not None and result.proof.ok
+    assert [n.op_type for n in onnx.load(tmp_path / "out.onnx").graph.node] == ["Abs", "Add"]
+
+
+def test_a_negative_dim_is_unknown_and_proved_at_a_size(tmp_path):
+    """tract's quantized test cases declare dim_value -1: the proof drew negative shapes (ValueError)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    x.type.tensor_type.shape.dim[1].dim_value = -1
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    result = fix(_save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof
+    assert result.proof.dims == {"x:1": 2}
+
+
+def test_token_ids_into_an_embedding_are_drawn_within_its_rows(tmp_path):
+    """An int64 input reaching a Gather of 3 rows (through a Cast): seeded ids in [0, 10) were out of bounds."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 4])
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "table")
+    nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64),
+             helper.make_node("Gather", ["table", "ids64"], ["y"], name="embed")]
+    result = fix(_save(_model(nodes, [ids], [y], [table]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert result.proof.constraints == {"ids": ["[0, 3): indices of Gather 'embed' into axis 0 of size 3"]}
+    assert result.to_dict()["proof"]["constraints"] == result.proof.constraints
+
+
+def test_an_integer_mod_divisor_is_never_zero(tmp_path):
+    a = helper.make_tensor_value_info("a", TensorProto.INT64, [4])
+    b = helper.make_tensor_value_info("b", TensorProto.INT64, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
+    result = fix(_save(_model([helper.make_node("Mod", ["a", "b"], ["y"])], [a, b], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert list(result.proof.constraints) == ["b"]
+
+
+def test_dropout_in_training_mode_is_a_finding_of_the_model_naming_the_op(tmp_path):
+    """burn-onnx ``dropout.onnx``: the original differs run to run; exit 1 naming the Dropout, not exit 3."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
+    consts = [numpy_helper.from_array(np.array(0.5, np.float32), "ratio"), numpy_helper.from_array(np.array(True), "train")]
+    nodes = [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")]
+    with pytest.raises(FixFailed) as info:
+        fix(_save(_model(nodes, [x], [y], consts), tmp_path), tmp_path / "o.onnx")
+    assert info.value.exit_code == ExitCode.FINDINGS
+    assert "Dropout 'drop'" in str(info.value) and "random" in str(info.value)
+    assert info.value.result.proof is not None and not info.value.result.proof.unavailable
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_batch_symbol_has_one_size_in_every_input(tmp_path):
+    """GPT-2 ``past.onnx``: ``batch_size`` at dim 1 of the cache was proved at 2 while dim 0 of the ids was 1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch_size", 4])
+    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, [4, "batch_size"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch_size", 4])
+    nodes = [helper.make_node("Transpose", ["past"], ["t"], perm=[1, 0]), helper.make_node("Add", ["x", "t"], ["y"])]
+    result = fix(_save(_model(nodes, [x, past], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert "batch_size" not in result.proof.dims
