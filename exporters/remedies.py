@@ -187,9 +187,29 @@ def _first_line(exc: BaseException) -> str:
 
 
 def symbols(model: ir.Model) -> set[str]:
-    """Every symbolic dim name of the graph's inputs and outputs."""
-    return {d.value for v in (*model.graph.inputs, *model.graph.outputs) if v.shape is not None
-            for d in v.shape if isinstance(d, ir.SymbolicDim) and d.value is not None}
+    """Every symbolic dim name of the graph's inputs and outputs, and ``VALUE:AXIS`` for each unnamed one
+    (``?``: ``--dim VALUE:AXIS=SIZE`` sizes it)."""
+    ends = (*model.graph.inputs, *model.graph.outputs)
+    named = {d.value for v in ends if v.shape is not None for d in v.shape
+             if isinstance(d, ir.SymbolicDim) and d.value is not None}
+    return named | set(_unnamed(model))
+
+
+def _unnamed(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
+    """``VALUE:AXIS`` of each unnamed dim of the graph's inputs and outputs."""
+    return {f"{v.name}:{axis}": (v, axis) for v in (*model.graph.inputs, *model.graph.outputs) if v.shape is not None
+            for axis, d in enumerate(v.shape) if isinstance(d, ir.SymbolicDim) and d.value is None}
+
+
+def _set_unnamed(model: ir.Model, sizes: Mapping[str, int]) -> int:
+    """Each unnamed dim that ``sizes`` names as ``VALUE:AXIS`` becomes its size; the count changed."""
+    found = _unnamed(model)
+    for key in set(sizes) & set(found):
+        value, axis = found[key]
+        dims = list(value.shape or ())
+        dims[axis] = sizes[key]
+        value.shape = ir.Shape(dims)
+    return len(set(sizes) & set(found))
 
 
 def batch_symbol(model: ir.Model) -> str | None:
@@ -306,7 +326,8 @@ class FixDimsPass(ir.passes.InPlacePass):
             known = ", ".join(sorted(symbols(model))) or "none"
             raise RemedyRefused(f"--dim {', '.join(unknown)}: no such symbolic dim in the graph's inputs or "
                                 f"outputs (symbols: {known})")
-        return ir.passes.PassResult(model, modified=_set_dims(model, self.sizes) > 0)
+        unnamed = _set_unnamed(model, self.sizes)
+        return ir.passes.PassResult(model, modified=_set_dims(model, self.sizes) + unnamed > 0)
 
 
 class FixBatchPass(ir.passes.InPlacePass):

@@ -92,3 +92,25 @@ def test_the_batch_symbol_has_one_size_in_every_input(tmp_path):
     result = fix(_save(_model(nodes, [x, past], [y]), tmp_path), tmp_path / "o.onnx")
     assert result.proof is not None and result.proof.ok, result.proof.message
     assert "batch_size" not in result.proof.dims
+
+
+def test_an_unnamed_dim_is_fixed_by_input_and_axis(tmp_path):
+    """17 corpus files have a ``?`` dim, which ``--dim NAME=SIZE`` could not name."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, None])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None])
+    result = fix(_save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path), tmp_path / "o.onnx",
+                 dims={"x:1": 4, "y:1": 4})
+    assert {r.name: r.status for r in result.remedies}["dims"] == "applied"
+    fixed = onnx.load(tmp_path / "o.onnx").graph
+    assert [d.dim_value for d in fixed.input[0].type.tensor_type.shape.dim] == [1, 4]
+    assert result.ok and result.proof is not None and result.proof.dims["x:1"] == 4
+
+
+def test_json_errors_come_as_a_json_object(cli, tmp_path):
+    """``--format json`` printed nothing on exit 2 and on an unreadable file."""
+    import json
+
+    done = cli("fix", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o.onnx"), "--format", "json")
+    assert done.exit_code == 3
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 3 and report["error"]["type"] == "InputError" and not report["written"]
