@@ -114,3 +114,32 @@ def test_json_errors_come_as_a_json_object(cli, tmp_path):
     assert done.exit_code == 3
     report = json.loads(done.stdout)
     assert report["exit_code"] == 3 and report["error"]["type"] == "InputError" and not report["written"]
+
+
+def test_the_opset_conversion_keeps_each_nodes_source_line(tmp_path):
+    """Issue 25 item 7: onnx.version_converter drops node metadata_props (BERT 113 -> 0)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("ReduceSum", ["r", "axes"], ["s"], keepdims=1, name="sum"),  # an adapter rewrites it
+             helper.make_node("Sub", ["r", "s"], ["y"], name="sub")]
+    for index, node in enumerate(nodes):
+        node.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"model.py:{10 + index}")
+    result = fix(_save(_model(nodes, [x], [y], [axes], opset=13), tmp_path), tmp_path / "o.onnx", opset=20)
+    assert {r.name: r.status for r in result.remedies}["opset"] == "applied"
+    fixed = onnx.load(tmp_path / "o.onnx").graph
+    lines = {n.name: {p.key: p.value for p in n.metadata_props}.get("pkg.torch.onnx.stack_trace") for n in fixed.node}
+    assert lines == {"relu": "model.py:10", "sum": "model.py:11", "sub": "model.py:12"}, lines
+
+
+def test_a_model_with_no_ai_onnx_import_gets_a_clear_refusal(tmp_path):
+    """The converter said "invalid version (must be between 1 and 28)"."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="com.example")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("com.example", 1)], ir_version=9)
+    result = fix(_save(model, tmp_path), tmp_path / "o.onnx", verify=False)
+    opset = {r.name: r for r in result.remedies}["opset"]
+    assert opset.status == "refused" and "imports no ai.onnx opset" in opset.detail, opset
+    assert "invalid version" not in opset.detail
