@@ -61,6 +61,7 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
                          verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,
                          quiet=quiet or fmt != "text")
     except FixFailed as exc:
+        _batch_warning(batch, exc.result)
         click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
         click.echo(f"portable: fix failed: {exc}", err=True)
         raise click.exceptions.Exit(int(exc.exit_code)) from None
@@ -68,9 +69,23 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
         if fmt == "json":
             click.echo(render_error(model, exc))
         raise
+    _batch_warning(batch, result)
     if fmt == "json" or not quiet:
         click.echo(render_json(result) if fmt == "json" else render_text(result))
     raise click.exceptions.Exit(int(result.exit_code))
+
+
+def _batch_warning(batch: str, result: Any) -> None:
+    """``--batch dynamic`` asked for explicitly on a model whose batch stays as it was: say why, on stderr
+    (the default asks nothing, so it says nothing)."""
+    from click.core import ParameterSource
+
+    explicit = click.get_current_context().get_parameter_source("batch") != ParameterSource.DEFAULT
+    report = next((r for r in result.remedies if r.name == "batch"), None)
+    if explicit and batch == "dynamic" and report is not None and report.status != "applied":
+        click.echo("portable: warning: --batch dynamic changed nothing: dim 0 of the inputs is static (or not one "
+                   "symbol shared by every input), and a static batch is kept: shapes computed from it could "
+                   "break. Re-export with a dynamic batch to get one", err=True)
 
 
 def render_error(model: str, exc: BaseException) -> str:

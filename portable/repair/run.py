@@ -212,12 +212,15 @@ def _with(result: _Record, **changes: Any) -> _Record:
 
 
 def proof_batches(plan: Plan, original: ir.Model) -> tuple[int, ...]:
-    """The fixed batch; 1 and 3 when the original's batch is symbolic; 1 for a static original."""
+    """The fixed batch; 1 and 3 when the original's batch is symbolic; for a static original, the batch
+    its inputs have (dim 0 of the first that has one: what the proof feeds, and so what it reports)."""
     if isinstance(plan.batch, int):
         return (plan.batch,)
-    dynamic = any(v.shape is not None and v.shape.rank() and not isinstance(v.shape[0], int)
-                  for v in original.graph.inputs if not v.is_initializer())
-    return (1, 3) if dynamic else (1,)
+    inputs = [v for v in original.graph.inputs if not v.is_initializer() and v.shape is not None and v.shape.rank()]
+    if any(not isinstance(v.shape[0], int) for v in inputs):  # type: ignore[index]
+        return (1, 3)
+    static = [int(v.shape[0]) for v in inputs if int(v.shape[0]) > 0]  # type: ignore[index, arg-type]
+    return (static[0],) if static else (1,)
 
 
 def precision(proto: onnx.ModelProto) -> str:

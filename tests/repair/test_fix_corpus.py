@@ -143,3 +143,16 @@ def test_a_model_with_no_ai_onnx_import_gets_a_clear_refusal(tmp_path):
     opset = {r.name: r for r in result.remedies}["opset"]
     assert opset.status == "refused" and "imports no ai.onnx opset" in opset.detail, opset
     assert "invalid version" not in opset.detail
+
+
+def test_a_static_batch_is_reported_as_the_batch_used_and_dynamic_asked_is_explained(cli, tmp_path):
+    """Issue 25 item 7: "holds at batch 1" for a file whose batch is 2; ``--batch dynamic`` ignored silently."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    source = _save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path)
+    done = cli("fix", str(source), "-o", str(tmp_path / "o.onnx"), "--batch", "dynamic")
+    assert done.exit_code == 0, done.output
+    assert "holds at batch 2" in done.stdout
+    assert "--batch dynamic changed nothing" in done.stderr
+    quiet = cli("fix", str(source), "-o", str(tmp_path / "p.onnx"))
+    assert "--batch dynamic" not in quiet.stderr
