@@ -192,8 +192,8 @@ def _uninferred(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.defs.OpSch
         schema = onnx.defs.get_schema(node.op_type, version or 1, "")
     except onnx.defs.SchemaError:
         return None
-    if schema.has_type_and_shape_inference_function or not (schema.has_function
-                                                              or schema.has_context_dependent_function):
+    bodied = schema.has_function or schema.has_context_dependent_function  # type: ignore[attr-defined]  # no stubs
+    if schema.has_type_and_shape_inference_function or not bodied:
         return None
     return schema
 
@@ -231,13 +231,13 @@ def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
 
 def _body(node: onnx.NodeProto, schema: onnx.defs.OpSchema, types: Mapping[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
     function = onnx.FunctionProto()
-    if schema.has_function:
+    if schema.has_function:  # type: ignore[attr-defined]  # onnx's stubs lack the function attributes
         function.CopyFrom(schema.function_body)
         return function
     if any(i and i not in types for i in node.input):
         return None
     try:
-        raw = schema.get_context_dependent_function(node.SerializeToString(),
+        raw = schema.get_context_dependent_function(node.SerializeToString(),  # type: ignore[attr-defined]
                                                     [types[i].SerializeToString() for i in node.input if i])
     except Exception:  # noqa: BLE001 - a body onnx cannot build for these attributes or types
         return None

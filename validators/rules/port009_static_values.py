@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import onnx
 
@@ -18,7 +18,7 @@ def _shape_text(dims: Dims) -> str:
     return "?" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _symbolic_text(known: list[Dims], batches: tuple[int | None, ...], symbol: str) -> str:
+def _symbolic_text(known: Sequence[Dims], batches: tuple[int | None, ...], symbol: str) -> str:
     """The shape with the batch as the model names it (``[batch_size, ?]``, not ``[1, ?]``: the analysis
     fixes the batch to 1, 2 and 3, and a dim that follows it is the batch)."""
     first = known[0] or ()
