@@ -156,3 +156,28 @@ def test_a_static_batch_is_reported_as_the_batch_used_and_dynamic_asked_is_expla
     assert "--batch dynamic changed nothing" in done.stderr
     quiet = cli("fix", str(source), "-o", str(tmp_path / "p.onnx"))
     assert "--batch dynamic" not in quiet.stderr
+
+
+def test_a_change_in_an_output_with_nans_is_not_called_random(tmp_path, monkeypatch):
+    """onnx-mlir ``opset_11.onnx``: the random-op check compared outputs whose shared NaNs were zeroed to a
+    rerun with its NaNs, so a remedy that changed results (Hardmax 11 -> 18) was misreported as "random ops"."""
+    import onnx_ir as ir
+
+    from portable.repair import REMEDIES, Remedy
+    from portable.repair import run as fix_run
+
+    class _Shift(ir.passes.InPlacePass):
+        def call(self, model):
+            for value in model.graph.initializers.values():
+                value.const_value = ir.tensor(value.const_value.numpy() + np.float32(1), name=value.name)
+            return ir.passes.PassResult(model, modified=True)
+
+    monkeypatch.setattr(fix_run, "REMEDIES", (*REMEDIES, Remedy("shift", lambda p, m: _Shift())))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+    bias = numpy_helper.from_array(np.zeros(16, np.float32), "bias")
+    nodes = [helper.make_node("Log", ["x"], ["l"]), helper.make_node("Add", ["l", "bias"], ["y"])]  # NaN where x < 0
+    result = fix(_save(_model(nodes, [x], [y], [bias]), tmp_path), tmp_path / "o.onnx")
+    shift = {r.name: r for r in result.remedies}["shift"]
+    assert shift.status == "refused" and shift.detail.startswith("changes what the model computes"), shift
+    assert result.proof is not None and result.proof.ok and result.proof.random is None
