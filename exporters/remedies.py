@@ -67,6 +67,10 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if model.opset_imports.get("", None) == self.opset:
             return ir.passes.PassResult(model.clone(), modified=False)  # a functional pass returns a new model
+        if "" not in model.opset_imports and "ai.onnx" not in model.opset_imports:
+            domains = ", ".join(sorted(d for d in model.opset_imports)) or "none"
+            raise RemedyRefused(f"the model imports no ai.onnx opset (its imports: {domains}), so there is no "
+                                "default-domain version to convert from: its ops are not ONNX ops")
         newer = types_newer_than(model, self.opset)
         if newer:
             raise RemedyRefused(f"the model uses {', '.join(newer)}, which opset {self.opset} does not have "
@@ -86,7 +90,39 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
                                 f"{_first_line(exc)}") from None
         needed = onnx.helper.find_min_ir_version_for(list(converted.opset_import), ignore_unknown=True)
         converted.ir_version = max(converted.ir_version, needed)
+        _carry_metadata(proto.graph, converted.graph)
         return ir.passes.PassResult(ir.from_proto(converted), modified=True)
+
+
+def _carry_metadata(before: Any, after: Any) -> None:
+    """Node ``metadata_props`` (the source lines of an export) through ``onnx.version_converter``, which
+    drops them (issue 25: BERT 113 -> 0). Nodes correspond by an output name (adapters keep a node's outputs;
+    one they insert takes the metadata of the node whose output it makes), else by node name; subgraphs alike."""
+    by_output = {o: n for n in before.node for o in n.output if o}
+    by_name = {n.name: n for n in before.node if n.name}
+    for node in after.node:
+        twin = next((by_output[o] for o in node.output if o in by_output), None) or by_name.get(node.name)
+        if twin is None:
+            continue
+        if twin.metadata_props and not node.metadata_props:
+            node.metadata_props.extend(twin.metadata_props)
+        for graph, old_graph in _graph_attributes(node, twin):
+            _carry_metadata(old_graph, graph)
+
+
+def _graph_attributes(node: Any, old: Any) -> list[tuple[Any, Any]]:
+    """The subgraphs of ``node`` paired with those of the same attribute of ``old``."""
+    import onnx
+
+    olds = {a.name: a for a in old.attribute}
+    pairs = []
+    for attr in node.attribute:
+        match = olds.get(attr.name)
+        if attr.type == onnx.AttributeProto.GRAPH and match is not None:
+            pairs.append((attr.g, match.g))
+        elif attr.type == onnx.AttributeProto.GRAPHS and match is not None:
+            pairs += list(zip(attr.graphs, match.graphs))
+    return pairs
 
 
 def types_newer_than(model: ir.Model, opset: int) -> list[str]:
@@ -190,9 +226,29 @@ def _first_line(exc: BaseException) -> str:
 
 
 def symbols(model: ir.Model) -> set[str]:
-    """Every symbolic dim name of the graph's inputs and outputs."""
-    return {d.value for v in (*model.graph.inputs, *model.graph.outputs) if v.shape is not None
-            for d in v.shape if isinstance(d, ir.SymbolicDim) and d.value is not None}
+    """Every symbolic dim name of the graph's inputs and outputs, and ``VALUE:AXIS`` for each unnamed one
+    (``?``: ``--dim VALUE:AXIS=SIZE`` sizes it)."""
+    ends = (*model.graph.inputs, *model.graph.outputs)
+    named = {d.value for v in ends if v.shape is not None for d in v.shape
+             if isinstance(d, ir.SymbolicDim) and d.value is not None}
+    return named | set(_unnamed(model))
+
+
+def _unnamed(model: ir.Model) -> dict[str, tuple[ir.Value, int]]:
+    """``VALUE:AXIS`` of each unnamed dim of the graph's inputs and outputs."""
+    return {f"{v.name}:{axis}": (v, axis) for v in (*model.graph.inputs, *model.graph.outputs) if v.shape is not None
+            for axis, d in enumerate(v.shape) if isinstance(d, ir.SymbolicDim) and d.value is None}
+
+
+def _set_unnamed(model: ir.Model, sizes: Mapping[str, int]) -> int:
+    """Each unnamed dim that ``sizes`` names as ``VALUE:AXIS`` becomes its size; the count changed."""
+    found = _unnamed(model)
+    for key in set(sizes) & set(found):
+        value, axis = found[key]
+        dims = list(value.shape or ())
+        dims[axis] = sizes[key]
+        value.shape = ir.Shape(dims)
+    return len(set(sizes) & set(found))
 
 
 def batch_symbol(model: ir.Model) -> str | None:
@@ -309,7 +365,8 @@ class FixDimsPass(ir.passes.InPlacePass):
             known = ", ".join(sorted(symbols(model))) or "none"
             raise RemedyRefused(f"--dim {', '.join(unknown)}: no such symbolic dim in the graph's inputs or "
                                 f"outputs (symbols: {known})")
-        return ir.passes.PassResult(model, modified=_set_dims(model, self.sizes) > 0)
+        unnamed = _set_unnamed(model, self.sizes)
+        return ir.passes.PassResult(model, modified=_set_dims(model, self.sizes) + unnamed > 0)
 
 
 class FixBatchPass(ir.passes.InPlacePass):

@@ -94,10 +94,14 @@ def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[
 
 
 def _feeds(specs: Sequence[InputSpec], batches: list[int], inputs: str | Path | Feeds | None, seed: int,
-           dims: Mapping[str, int], ints: IntRanges) -> tuple[dict[int, dict[str, np.ndarray]], str]:
+           dims: Mapping[str, int], ints: IntRanges,
+           path: Path | None = None) -> tuple[dict[int, dict[str, np.ndarray]], str]:
     if inputs is None:
-        return {b: make_feeds(specs, b, seed=seed, dims=dims, int_range=ints.default, int_ranges=ints.per_input)
-                for b in batches}, "seeded"
+        from portable.runners.constraints import constraints_of  # what the graph does with each input (issue 26)
+
+        limits = constraints_of(path) if path is not None else {}
+        return {b: make_feeds(specs, b, seed=seed, dims=dims, int_range=ints.default, int_ranges=ints.per_input,
+                              constraints=limits) for b in batches}, "seeded"
     feeds = load_npz(inputs, specs) if isinstance(inputs, (str, Path)) else {s.name: np.asarray(inputs[s.name])
                                                                              for s in specs}
     first = next(iter(feeds.values()))
@@ -137,7 +141,7 @@ def _plan(model_path: str | Path, examples: Sequence[Any] | None, options: Compa
             raise UsageError("--device cuda: PyTorch sees no CUDA device here")
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
     ints = IntRanges.of(specs, examples, int_range, options.int_ranges)
-    feeds, source = _feeds(specs, _batches(specs, options.batches), options.inputs, seed, all_dims, ints)
+    feeds, source = _feeds(specs, _batches(specs, options.batches), options.inputs, seed, all_dims, ints, path)
     setup = {"device": device, "seed": seed, "batches": sorted(feeds), "inputs": source,
              "int_range": ints.to_dict(), "dims": all_dims}
     return _Plan(path, specs, outputs, feeds, device, setup)

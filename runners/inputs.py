@@ -24,11 +24,14 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from portable.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from portable.runners.constraints import Constraint
 
 __all__ = ["STRING", "as_declared", "device_value", "dims_from_examples", "from_ort_value", "graph_io", "host_array",
            "InputSpec", "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz", "make_feeds",
@@ -58,9 +61,11 @@ class InputSpec:
                 out.append(batch)
             elif dim in dims:
                 out.append(dims[dim])  # type: ignore[index]
+            elif f"{self.name}:{axis}" in dims:  # an unnamed dim, sized as INPUT:AXIS
+                out.append(dims[f"{self.name}:{axis}"])
             else:
                 raise UsageError(f"input {self.name!r} axis {axis} is symbolic ({dim!r}): give its size "
-                                 f"with --dim {dim or 'NAME'}=SIZE, or a reference with example inputs")
+                                 f"with --dim {dim or f'{self.name}:{axis}'}=SIZE, or a reference with example inputs")
         return tuple(out)
 
     @property
@@ -139,10 +144,18 @@ def io_of_proto(model: Any, *, every_type: bool = False) -> tuple[list[InputSpec
         if value.name in inits:
             continue
         ttype = value.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim)
+        shape = tuple(_dim(d) for d in ttype.shape.dim)
         inputs.append(InputSpec(value.name, _value_dtype(value, every_type), shape))
     outputs = [OutputSpec(v.name, _value_dtype(v, every_type)) for v in model.graph.output]
     return inputs, outputs
+
+
+def _dim(dim: Any) -> Dim:
+    """A dim as the runners read it: an integer, a symbol, or None (unnamed; a negative ``dim_value``, which
+    some converters write for "unknown" (tract's quantized test cases: -1), is unknown too)."""
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value) if dim.dim_value >= 0 else None
+    return dim.dim_param or None
 
 
 def _value_dtype(value: Any, every_type: bool) -> str:
@@ -153,7 +166,8 @@ def _value_dtype(value: Any, every_type: bool) -> str:
     return _dtype(value.type.tensor_type.elem_type, value.name, every_type)
 
 
-def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_range: tuple[int, int]) -> np.ndarray:
+def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_range: tuple[int, int],
+            float_range: tuple[float, float] | None = None) -> np.ndarray:
     if dtype == STRING:
         return _strings(rng, shape)
     target = numpy_dtype(dtype)
@@ -163,7 +177,7 @@ def _random(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], int_ra
 
     kind = ir.DataType.from_numpy(target)
     if kind.is_floating_point():
-        values = rng.standard_normal(shape)
+        values = rng.standard_normal(shape) if float_range is None else rng.uniform(*float_range, size=shape)
         if float(kind.min) >= 0:  # float8_e8m0fnu has no sign (nor zero): a negative value would be NaN
             values = np.abs(values)
         return np.asarray(values).astype(np.float32 if dtype == "bfloat16" else target)
@@ -186,14 +200,37 @@ def _strings(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: Mapping[str, int] | None = None,
                int_range: tuple[int, int] = (0, 10),
-               int_ranges: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+               int_ranges: Mapping[str, tuple[int, int]] | None = None,
+               constraints: Mapping[str, Sequence[Constraint]] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for one batch size; the same seed and batch always give the same bytes.
 
-    An integer input is drawn from ``int_ranges[name]`` when given, else from ``int_range``.
+    An integer input is drawn from ``int_ranges[name]`` when given, else from the range its
+    ``constraints`` allow (:mod:`portable.runners.constraints`: what its consumers do with it), else from
+    ``int_range``; a float input with a constraint (a ``Resize``'s scales) uniformly in its range.
+    A symbol at dim 0 of an input is the batch wherever it appears (a cache's ``batch_size`` at dim 1).
     """
     rng = np.random.default_rng([seed, batch])
     ranges = int_ranges or {}
-    return {s.name: _random(rng, s.dtype, s.resolve(batch, dims or {}), ranges.get(s.name, int_range)) for s in specs}
+    sizes = {**{s.shape[0]: batch for s in specs if s.shape and isinstance(s.shape[0], str)}, **(dims or {})}
+    feeds = {}
+    for s in specs:
+        ints, floats = _constrained(s.name, (constraints or {}).get(s.name, ()))
+        feeds[s.name] = _random(rng, s.dtype, s.resolve(batch, sizes), ranges.get(s.name, ints or int_range), floats)
+    return feeds
+
+
+def _constrained(name: str, found: Sequence[Constraint]) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:
+    """The integer and the float range ``found`` allows (None: unconstrained); constraints that disagree:
+    the first one's."""
+    from portable.runners.constraints import intersect
+
+    if not found:
+        return None, None
+    low, high = intersect(found) or (found[0].low, found[0].high)
+    ints = (int(np.ceil(low)), int(np.ceil(high))) if int(np.ceil(low)) < int(np.ceil(high)) else None
+    floating = [c for c in found if c.floats]
+    floats = (intersect(floating) or (floating[0].low, floating[0].high)) if floating else None
+    return ints, floats
 
 
 def as_declared(specs: Sequence[InputSpec], feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:

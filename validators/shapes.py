@@ -175,7 +175,74 @@ def skeleton(proto: onnx.ModelProto, symbols: tuple[str, ...], batch: int | None
             dims = value.type.tensor_type.shape.dim
             if len(dims) and dims[0].HasField("dim_param") and dims[0].dim_param in symbols:
                 dims[0].dim_value = batch
+    _with_bodies(out)
     return out
+
+
+BODY_DOMAIN = "portable.body"  # the copy's local functions: ops onnx defines by a body but does not infer
+
+
+def _uninferred(model: onnx.ModelProto, node: onnx.NodeProto) -> onnx.defs.OpSchema | None:
+    """The schema of a default-domain op that onnx defines by a function body but gives no shape
+    inference (``GroupNormalization``-21: its output stayed "unknown rank", a false PORT009)."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    try:
+        schema = onnx.defs.get_schema(node.op_type, version or 1, "")
+    except onnx.defs.SchemaError:
+        return None
+    bodied = schema.has_function or schema.has_context_dependent_function  # type: ignore[attr-defined]  # no stubs
+    if schema.has_type_and_shape_inference_function or not bodied:
+        return None
+    return schema
+
+
+def _with_bodies(model: onnx.ModelProto) -> None:
+    """Each op :func:`_uninferred` finds becomes a call of a model-local function holding its schema's
+    body (built for the node's attributes and input types): onnx's inference infers through local
+    functions, so its outputs get the shapes the body computes. The node keeps its name and outputs."""
+    found = [(n, s) for n in model.graph.node if (s := _uninferred(model, n)) is not None]
+    if not found:
+        return
+    types = _value_types(model)
+    for index, (node, schema) in enumerate(found):
+        body = _body(node, schema, types)
+        if body is None:
+            continue
+        body.name, body.domain = f"{node.op_type}_{index}", BODY_DOMAIN
+        model.functions.append(body)
+        node.op_type, node.domain = body.name, BODY_DOMAIN
+        del node.attribute[:]
+    if any(f.domain == BODY_DOMAIN for f in model.functions):
+        model.opset_import.append(onnx.helper.make_opsetid(BODY_DOMAIN, 1))
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - then the declared inputs' and initializers' types only
+        inferred = model
+    g = inferred.graph
+    types = {v.name: v.type for v in [*g.input, *g.value_info, *g.output]}
+    types.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer})
+    return types
+
+
+def _body(node: onnx.NodeProto, schema: onnx.defs.OpSchema, types: Mapping[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+    function = onnx.FunctionProto()
+    if schema.has_function:  # type: ignore[attr-defined]  # onnx's stubs lack the function attributes
+        function.CopyFrom(schema.function_body)
+        return function
+    if any(i and i not in types for i in node.input):
+        return None
+    try:
+        raw = schema.get_context_dependent_function(node.SerializeToString(),  # type: ignore[attr-defined]
+                                                    [types[i].SerializeToString() for i in node.input if i])
+    except Exception:  # noqa: BLE001 - a body onnx cannot build for these attributes or types
+        return None
+    function.ParseFromString(raw)
+    return function
 
 
 # -- infer and fold to a fixed point ------------------------------------------------------

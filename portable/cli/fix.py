@@ -15,7 +15,7 @@ from portable.cli.options import quiet_option
 from portable.io import check_writable
 from portable.policy import load_policy, merge_cli
 
-__all__ = ["FIX_SCHEMA_VERSION", "fix", "render_json", "render_text"]
+__all__ = ["FIX_SCHEMA_VERSION", "fix", "render_error", "render_json", "render_text"]
 
 # portable/schemas/fix.schema.json: the major part changes on incompatible changes.
 FIX_SCHEMA_VERSION = "1.0"
@@ -28,7 +28,7 @@ FIX_SCHEMA_VERSION = "1.0"
 @click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
               help="dynamic: the inputs' dim-0 symbol becomes 'batch'; N: it becomes the integer N.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE",
-              help="Fix a symbolic dim of the inputs/outputs to SIZE (repeatable).")
+              help="Fix a symbolic dim of the inputs/outputs to SIZE (repeatable); an unnamed one as INPUT:AXIS=SIZE.")
 @click.option("--opset", type=click.IntRange(min=1), default=None, help="Target opset. Default: the policy's (18).")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--verify/--no-verify", default=True, show_default=True,
@@ -59,20 +59,53 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
     from portable.repair import fix as run_fix
     from portable.runners.inputs import parse_dims
 
-    policy = merge_cli(load_policy(config), select=select, ignore=ignore,
-                       targets=[t for item in targets for t in item.split(",") if t.strip()])
-    check_writable(output)  # before the model is read or repaired
     try:
+        policy = merge_cli(load_policy(config), select=select, ignore=ignore,
+                           targets=[t for item in targets for t in item.split(",") if t.strip()])
+        check_writable(output)  # before the model is read or repaired
         result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,
                          verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,
                          quiet=quiet or fmt != "text")
     except FixFailed as exc:
+        _batch_warning(batch, exc.result)
         click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
         click.echo(f"portable: fix failed: {exc}", err=True)
         raise click.exceptions.Exit(int(exc.exit_code)) from None
+    except Exception as exc:  # usage (2), unreadable (3), internal (3): the CLI's handler words and exits
+        if fmt == "json":
+            click.echo(render_error(model, exc))
+        raise
+    _batch_warning(batch, result)
     if fmt == "json" or not quiet:
         click.echo(render_json(result) if fmt == "json" else render_text(result))
     raise click.exceptions.Exit(int(result.exit_code))
+
+
+def _batch_warning(batch: str, result: Any) -> None:
+    """``--batch dynamic`` asked for explicitly on a model whose batch stays as it was: say why, on stderr
+    (the default asks nothing, so it says nothing)."""
+    from click.core import ParameterSource
+
+    explicit = click.get_current_context().get_parameter_source("batch") != ParameterSource.DEFAULT
+    report = next((r for r in result.remedies if r.name == "batch"), None)
+    if explicit and batch == "dynamic" and report is not None and report.status != "applied":
+        click.echo("portable: warning: --batch dynamic changed nothing: dim 0 of the inputs is static (or not one "
+                   "symbol shared by every input), and a static batch is kept: shapes computed from it could "
+                   "break. Re-export with a dynamic batch to get one", err=True)
+
+
+def render_error(model: str, exc: BaseException) -> str:
+    """The JSON report of a run that stopped before any result (exit 2 or 3): what and why, with the exit
+    code the process then has (a PortableError's own; 3 for an internal error)."""
+    from portable.errors import ExitCode, PortableError
+
+    code = int(exc.exit_code) if isinstance(exc, PortableError) else int(ExitCode.ERROR)
+    kind = type(exc).__name__ if isinstance(exc, PortableError) else "InternalError"
+    message = str(exc) if isinstance(exc, PortableError) else f"internal error: {type(exc).__name__}: {exc}"
+    data = {"schema_version": FIX_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            "source": model, "ok": False, "written": False, "exit_code": code,
+            "error": {"type": kind, "message": message}}
+    return json.dumps(data, indent=2, sort_keys=True)
 
 
 def render_json(result: Any) -> str:

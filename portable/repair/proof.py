@@ -41,13 +41,15 @@ class Proof:
     comparisons: tuple[dict[str, Any], ...] = ()
     original_runtime: str = "onnxruntime"  # or onnx.reference, and why, when ONNX Runtime cannot load the original
     fixed_runtime: str = "onnxruntime"  # onnx.reference only when neither model loads in ONNX Runtime
+    constraints: dict[str, list[str]] = field(default_factory=dict)  # input -> ranges drawn in, and why
+    random: str | None = None  # the original's outputs differ run to run: the ops that make it so
 
     def to_dict(self) -> dict[str, Any]:
         finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
         return {"ok": self.ok, "batches": list(self.batches), "max_abs_diff": finite,
                 "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
                 "comparisons": list(self.comparisons), "original_runtime": self.original_runtime,
-                "fixed_runtime": self.fixed_runtime}
+                "fixed_runtime": self.fixed_runtime, "constraints": dict(self.constraints), "random": self.random}
 
 
 class _Unavailable(Exception):
@@ -56,6 +58,10 @@ class _Unavailable(Exception):
 
 class _Failed(Exception):
     """The fixed model cannot be run: the proof fails."""
+
+
+class _Random(Exception):
+    """The original gives different outputs on the same inputs: a finding of the model, not of fix."""
 
 
 def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
@@ -71,6 +77,8 @@ def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mappi
         return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims))
     except _Failed as exc:
         return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims))
+    except _Random as exc:
+        return Proof(False, tuple(batches), message=str(exc), dims=dict(dims), random=str(exc))
 
 
 def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
@@ -81,15 +89,39 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
         specs, outputs = graph_io(source, every_type=True)
     except PortableError as exc:
         raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
-    sizes = {**{d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str)}, **dims}
+    sizes = {**_default_sizes(specs), **dims}
+    constraints = {} if feeds is not None else _constraints(source)
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
-    rows = [_compare(original, candidate, outputs, b,
-                     as_declared(specs, feeds or make_feeds(specs, b, seed=seed, dims=sizes))) for b in batches]
+    rows = [_compare(original, candidate, outputs, b, as_declared(specs, feeds or make_feeds(
+        specs, b, seed=seed, dims=sizes, constraints=constraints)), source) for b in batches]
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(r["message"] for r in bad) or f"max |fixed - original| = {worst:.3g}"
-    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime)
+    from portable.runners.constraints import describe
+
+    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime,
+                 describe(constraints))
+
+
+def _default_sizes(specs: Sequence[Any]) -> dict[str, int]:
+    """DEFAULT_DIM for each symbolic non-batch dim (a symbol also at dim 0 of an input is the batch,
+    wherever it appears) and each unnamed one (``INPUT:AXIS``)."""
+    batch = {s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], str)}
+    sizes = {d: DEFAULT_DIM for s in specs for d in s.shape[1:] if isinstance(d, str) and d not in batch}
+    unnamed = {f"{s.name}:{axis}": DEFAULT_DIM for s in specs for axis, d in enumerate(s.shape) if axis and d is None}
+    return {**sizes, **unnamed}
+
+
+def _constraints(source: Path) -> dict[str, Any]:
+    """What the original's graph does with its inputs (:mod:`portable.runners.constraints`); none when it
+    cannot be read that way (the proof then draws as before)."""
+    from portable.runners.constraints import constraints_of
+
+    try:
+        return constraints_of(source)
+    except Exception:  # noqa: BLE001 - an analysis, not a gate: the sessions report a graph they cannot load
+        return {}
 
 
 def _original(source: Path) -> tuple[Any, str]:
@@ -125,41 +157,58 @@ def _candidate(fixed: Path | bytes, reference: bool) -> tuple[Any, str]:
 
 
 def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
-    from portable.runners.sessions import SessionFailed, session_from_onnx
+    from portable.runners.sessions import FATAL, SessionFailed, SessionSpec, session_from_onnx
 
-    try:
-        return session_from_onnx(model, what=f"the {which} model")
+    try:  # FATAL: ONNX Runtime's own (coloured) error lines stay off stderr; its message is in the exception
+        return session_from_onnx(model, SessionSpec(log_severity=FATAL), what=f"the {which} model")
     except SessionFailed as exc:
         raise error(exc.message) from None
 
 
 def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
-             feeds: Mapping[str, Any]) -> dict[str, Any]:
+             feeds: Mapping[str, Any], source: Path) -> dict[str, Any]:
     from portable.runners.comparator import compare_outputs
     from portable.runners.tolerances import ToleranceTable
 
-    expected = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
+    raw = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
     got = _run(candidate, feeds, f"the fixed model at batch {batch}", _Failed)
-    pairs = [_shared_nonfinite(e, g) for e, g in zip(expected, got)] if len(expected) == len(got) else []
+    expected = raw
+    pairs = [_shared_nonfinite(e, g) for e, g in zip(raw, got)] if len(raw) == len(got) else []
     if pairs:
         expected, got = [e for e, _ in pairs], [g for _, g in pairs]
     pair = compare_outputs(("the fixed model", got), ("the original", expected), [o.name for o in outputs],
                            [o.dtype for o in outputs], batch, ToleranceTable())
     if not pair.passed:
-        _deterministic(original, feeds, expected, batch)
+        _deterministic(original, feeds, raw, batch, source)
     return {**pair.to_dict(), "message": pair.message}
 
 
-def _deterministic(original: Any, feeds: Mapping[str, Any], first: Sequence[Any], batch: int) -> None:
-    """After a mismatch: the original run again on the same inputs must give the same outputs, or no
-    proof is possible (random ops such as Bernoulli or RandomNormal; PORT012)."""
+def _deterministic(original: Any, feeds: Mapping[str, Any], first: Sequence[Any], batch: int, source: Path) -> None:
+    """After a mismatch: the original run again on the same inputs must give the same outputs (compared as
+    they came, NaN equal to NaN: never the copies whose shared NaNs were zeroed), or no proof is possible:
+    :class:`_Random`, naming the random ops (PORT012's), a finding of the model."""
     import numpy as np
 
     again = _run(original, feeds, f"the original at batch {batch}", _Unavailable)
     if not all(np.array_equal(a, b, equal_nan=a.dtype.kind == "f") for a, b in zip(map(np.asarray, first),
                                                                                map(np.asarray, again))):
-        raise _Unavailable(f"the original gives different outputs on the same inputs at batch {batch} (random "
-                           "ops): no proof of equivalence is possible")
+        ops = _random_ops(source)
+        raise _Random(f"the original gives different outputs on the same inputs at batch {batch} "
+                      f"({ops or 'an op that is not deterministic'}): the model is random, no proof of "
+                      "equivalence is possible")
+
+
+def _random_ops(source: Path) -> str:
+    """The random ops of the original, named (PORT012's list; Dropout in training mode too)."""
+    try:
+        import onnx
+
+        from portable.validators.rules.port012_randomness import random_nodes
+
+        names = random_nodes(onnx.load(str(source), load_external_data=False))
+    except Exception:  # noqa: BLE001 - naming them is a courtesy; the finding stands without it
+        return ""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _shared_nonfinite(expected: Any, got: Any) -> tuple[Any, Any]:

@@ -19,7 +19,7 @@ from onnx_ir.passes import common
 from portable.errors import UsageError, one_line
 from portable.repair.records import Plan, Remedy, RemedyReport
 
-__all__ = ["INT32_TARGETS", "REMEDIES", "apply", "check_dims", "describe", "op_counts"]
+__all__ = ["INT32_TARGETS", "REMEDIES", "apply", "check_dims", "describe", "op_counts", "sort_nodes"]
 
 
 def _internalize(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
@@ -147,6 +147,19 @@ def op_counts(model: ir.Model) -> dict[str, int]:
         for node in graph.all_nodes() if isinstance(graph, ir.Graph) else graph:
             seen[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"] += 1
     return dict(sorted(seen.items()))
+
+
+def sort_nodes(model: ir.Model) -> RemedyReport:
+    """The remedy ``topological-order``, in place, before any other (onnx-ir clones only a sorted graph): a
+    graph whose nodes are not in topological order (legal input for a repair tool; onnx's checker refuses
+    it) is sorted by onnx-ir's ``Graph.sort``, subgraphs too, and the report says so."""
+    before = op_counts(model)
+    order = [id(n) for n in model.graph.all_nodes()]
+    model.graph.sort()
+    if [id(n) for n in model.graph.all_nodes()] == order:
+        return RemedyReport("topological-order", "unchanged", "", before, before)
+    return RemedyReport("topological-order", "applied", "the nodes were not in topological order: sorted",
+                        before, before)
 
 
 def apply(remedy: Remedy, plan: Plan, model: ir.Model) -> tuple[ir.Model, RemedyReport]:

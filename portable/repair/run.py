@@ -24,7 +24,7 @@ from portable.progress import Phases
 from portable.quiet import quiet_libraries
 from portable.repair.proof import Proof, prove
 from portable.repair.records import FixFailed, FixResult, Plan, RemedyReport
-from portable.repair.remedies import REMEDIES, apply, check_dims, describe
+from portable.repair.remedies import REMEDIES, apply, check_dims, describe, sort_nodes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -77,7 +77,7 @@ def _proven(stages: contextlib.ExitStack, staged: Staged, result: FixResult, pla
     model without the one that changed what it computes staged anew. :class:`FixFailed` when no proof holds."""
     with phases.phase("verify"), quiet_libraries():
         proof = _proof(plan, original, staged.readable(), feeds)
-        if not proof.ok and not proof.unavailable:
+        if not proof.ok and not proof.unavailable and not proof.random:  # a random original: no remedy to blame
             isolated = _isolate(plan, original, feeds)
             if isolated is None:
                 proof = _baseless(proof)
@@ -141,7 +141,7 @@ def _mapped(lean: LeanModel, index: int, tensor: onnx.TensorProto) -> ir.TensorP
 
 
 def _remedies(plan: Plan, model: ir.Model) -> tuple[ir.Model, list[RemedyReport]]:
-    reports = []
+    reports = [sort_nodes(model)]  # in place, first: the others run on clones, which need a sorted graph
     for remedy in REMEDIES:
         model, report = apply(remedy, plan, model)
         reports.append(report)
@@ -212,12 +212,15 @@ def _with(result: _Record, **changes: Any) -> _Record:
 
 
 def proof_batches(plan: Plan, original: ir.Model) -> tuple[int, ...]:
-    """The fixed batch; 1 and 3 when the original's batch is symbolic; 1 for a static original."""
+    """The fixed batch; 1 and 3 when the original's batch is symbolic; for a static original, the batch
+    its inputs have (dim 0 of the first that has one: what the proof feeds, and so what it reports)."""
     if isinstance(plan.batch, int):
         return (plan.batch,)
-    dynamic = any(v.shape is not None and v.shape.rank() and not isinstance(v.shape[0], int)
-                  for v in original.graph.inputs if not v.is_initializer())
-    return (1, 3) if dynamic else (1,)
+    inputs = [v for v in original.graph.inputs if not v.is_initializer() and v.shape is not None and v.shape.rank()]
+    if any(not isinstance(v.shape[0], int) for v in inputs):  # type: ignore[index]
+        return (1, 3)
+    static = [int(v.shape[0]) for v in inputs if int(v.shape[0]) > 0]  # type: ignore[index, arg-type]
+    return (static[0],) if static else (1,)
 
 
 def precision(proto: onnx.ModelProto) -> str:
@@ -231,6 +234,8 @@ def precision(proto: onnx.ModelProto) -> str:
 
 
 def _proof_message(proof: Proof) -> str:
+    if proof.random:
+        return f"{proof.random}; nothing written (PORT012: export in eval() mode, or --no-verify to write unproven)"
     if proof.unavailable:
         return (f"the proof cannot run: {proof.unavailable}; nothing written (--inputs FILE.npz proves on your "
                 "inputs, --batch N at that batch only, --dim NAME=SIZE sizes symbolic dims; --no-verify writes "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import onnx
 
@@ -18,7 +18,19 @@ def _shape_text(dims: Dims) -> str:
     return "?" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _describe(runs: list[Dims], batches: tuple[int | None, ...]) -> tuple[str, str | None]:
+def _symbolic_text(known: Sequence[Dims], batches: tuple[int | None, ...], symbol: str) -> str:
+    """The shape with the batch as the model names it (``[batch_size, ?]``, not ``[1, ?]``: the analysis
+    fixes the batch to 1, 2 and 3, and a dim that follows it is the batch)."""
+    first = known[0] or ()
+    texts = []
+    for i, dim in enumerate(first):
+        values = tuple(d[i] for d in known if d is not None and len(d) > i)
+        linear = linear_dim(values, symbol=symbol, batches=batches) if len(values) == len(batches) else None
+        texts.append(str(linear) if linear is not None else ("?" if dim is None else str(dim)))
+    return "[" + ", ".join(texts) + "]"
+
+
+def _describe(runs: list[Dims], batches: tuple[int | None, ...], symbol: str = "batch") -> tuple[str, str | None]:
     """Dims as text (ints, or expressions of the batch) and, if any, what is not static."""
     known = [d for d in runs if d is not None]
     if len(known) != len(runs):
@@ -31,7 +43,7 @@ def _describe(runs: list[Dims], batches: tuple[int | None, ...]) -> tuple[str, s
     for i, dim in enumerate(first):
         values = tuple(d[i] for d in known)
         if not all(isinstance(v, int) for v in values):
-            return _shape_text(first), f"dim {i} is not static ({dim or '?'})"
+            return _symbolic_text(known, batches, symbol), f"dim {i} is not static ({dim or '?'})"
         text = linear_dim(values, batches=batches) if len(values) > 1 else values[0]
         if text is None:
             seen = ", ".join(f"{v} at batch {b}" for b, v in zip(batches, values))
@@ -93,13 +105,22 @@ class StaticIntermediateShapes(Rule):
             for out in node.output:
                 if not out or out not in judged:
                     continue
-                shape, problem = _describe(analysis.dims(out), _batches(analysis))
+                symbol = ctx.batch_symbols[0] if ctx.batch_symbols else "batch"
+                shape, problem = _describe(analysis.dims(out), _batches(analysis), symbol)
                 if problem:
                     rest = self._downstream(ctx, analysis, index, judged)
                     tail = f"; {rest} later value(s) are not static either" if rest else ""
-                    yield self.finding(ctx.location(main, index, node, out),
-                                       what=f"output '{out}' {problem}, shape {shape}{tail}")
+                    yield self._first(ctx.location(main, index, node, out), node,
+                                      f"output '{out}' {problem}, shape {shape}{tail}")
                     return
+
+    def _first(self, location: Location, node: onnx.NodeProto, what: str) -> Finding:
+        """The first value that is not static; under a custom-domain op, whose shapes no inference knows and
+        which PORT002 already reports as an error, once and as info (no cascade of errors below it)."""
+        if node.domain in ("", "ai.onnx"):
+            return self.finding(location, what=what)
+        return self.finding(location, severity=Severity.INFO, hint="see PORT002: the op of this node is the cause",
+                            what=f"{what} (from the {node.domain} op {node.op_type}, which PORT002 names)")
 
     @staticmethod
     def _downstream(ctx: ModelContext, analysis, start: int, judged: frozenset[str]) -> int:

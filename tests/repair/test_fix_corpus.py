@@ -1,0 +1,183 @@
+"""``portable fix`` on graphs built like the files of other projects that broke it (issue 26): each
+test is one file's shape, small; each failed on the code before the issue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from portable.errors import ExitCode
+from portable.repair import FixFailed, fix
+
+
+def _save(model: onnx.ModelProto, folder: Path, name: str = "in.onnx") -> Path:
+    path = folder / name
+    onnx.save(model, path)
+    return path
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9)
+
+
+def test_an_unsorted_graph_is_sorted_and_said_so(tmp_path):
+    """burn-onnx ``non_topological_order.onnx``: Add listed before the Abs that feeds it (onnx-ir's clone crashed)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Add", ["a", "x"], ["y"], name="add"), helper.make_node("Abs", ["x"], ["a"], name="abs")]
+    result = fix(_save(_model(nodes, [x], [y]), tmp_path), tmp_path / "out.onnx")
+    report = {r.name: r for r in result.remedies}["topological-order"]
+    assert report.status == "applied" and "topological order" in report.detail
+    assert result.ok and result.proof is not None and result.proof.ok
+    assert [n.op_type for n in onnx.load(tmp_path / "out.onnx").graph.node] == ["Abs", "Add"]
+
+
+def test_a_negative_dim_is_unknown_and_proved_at_a_size(tmp_path):
+    """tract's quantized test cases declare dim_value -1: the proof drew negative shapes (ValueError)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    x.type.tensor_type.shape.dim[1].dim_value = -1
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    result = fix(_save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof
+    assert result.proof.dims == {"x:1": 2}
+
+
+def test_token_ids_into_an_embedding_are_drawn_within_its_rows(tmp_path):
+    """An int64 input reaching a Gather of 3 rows (through a Cast): seeded ids in [0, 10) were out of bounds."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 4])
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "table")
+    nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64),
+             helper.make_node("Gather", ["table", "ids64"], ["y"], name="embed")]
+    result = fix(_save(_model(nodes, [ids], [y], [table]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert result.proof.constraints == {"ids": ["[0, 3): indices of Gather 'embed' into axis 0 of size 3"]}
+    assert result.to_dict()["proof"]["constraints"] == result.proof.constraints
+
+
+def test_an_integer_mod_divisor_is_never_zero(tmp_path):
+    a = helper.make_tensor_value_info("a", TensorProto.INT64, [4])
+    b = helper.make_tensor_value_info("b", TensorProto.INT64, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
+    result = fix(_save(_model([helper.make_node("Mod", ["a", "b"], ["y"])], [a, b], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert list(result.proof.constraints) == ["b"]
+
+
+def test_dropout_in_training_mode_is_a_finding_of_the_model_naming_the_op(tmp_path):
+    """burn-onnx ``dropout.onnx``: the original differs run to run; exit 1 naming the Dropout, not exit 3."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
+    consts = [numpy_helper.from_array(np.array(0.5, np.float32), "ratio"), numpy_helper.from_array(np.array(True), "train")]
+    nodes = [helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")]
+    with pytest.raises(FixFailed) as info:
+        fix(_save(_model(nodes, [x], [y], consts), tmp_path), tmp_path / "o.onnx")
+    assert info.value.exit_code == ExitCode.FINDINGS
+    assert "Dropout 'drop'" in str(info.value) and "random" in str(info.value)
+    assert info.value.result.proof is not None and not info.value.result.proof.unavailable
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_batch_symbol_has_one_size_in_every_input(tmp_path):
+    """GPT-2 ``past.onnx``: ``batch_size`` at dim 1 of the cache was proved at 2 while dim 0 of the ids was 1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch_size", 4])
+    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, [4, "batch_size"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch_size", 4])
+    nodes = [helper.make_node("Transpose", ["past"], ["t"], perm=[1, 0]), helper.make_node("Add", ["x", "t"], ["y"])]
+    result = fix(_save(_model(nodes, [x, past], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert "batch_size" not in result.proof.dims
+
+
+def test_an_unnamed_dim_is_fixed_by_input_and_axis(tmp_path):
+    """17 corpus files have a ``?`` dim, which ``--dim NAME=SIZE`` could not name."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, None])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None])
+    result = fix(_save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path), tmp_path / "o.onnx",
+                 dims={"x:1": 4, "y:1": 4})
+    assert {r.name: r.status for r in result.remedies}["dims"] == "applied"
+    fixed = onnx.load(tmp_path / "o.onnx").graph
+    assert [d.dim_value for d in fixed.input[0].type.tensor_type.shape.dim] == [1, 4]
+    assert result.ok and result.proof is not None and result.proof.dims["x:1"] == 4
+
+
+def test_json_errors_come_as_a_json_object(cli, tmp_path):
+    """``--format json`` printed nothing on exit 2 and on an unreadable file."""
+    import json
+
+    done = cli("fix", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "o.onnx"), "--format", "json")
+    assert done.exit_code == 3
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 3 and report["error"]["type"] == "InputError" and not report["written"]
+
+
+def test_the_opset_conversion_keeps_each_nodes_source_line(tmp_path):
+    """Issue 25 item 7: onnx.version_converter drops node metadata_props (BERT 113 -> 0)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("ReduceSum", ["r", "axes"], ["s"], keepdims=1, name="sum"),  # an adapter rewrites it
+             helper.make_node("Sub", ["r", "s"], ["y"], name="sub")]
+    for index, node in enumerate(nodes):
+        node.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=f"model.py:{10 + index}")
+    result = fix(_save(_model(nodes, [x], [y], [axes], opset=13), tmp_path), tmp_path / "o.onnx", opset=20)
+    assert {r.name: r.status for r in result.remedies}["opset"] == "applied"
+    fixed = onnx.load(tmp_path / "o.onnx").graph
+    lines = {n.name: {p.key: p.value for p in n.metadata_props}.get("pkg.torch.onnx.stack_trace") for n in fixed.node}
+    assert lines == {"relu": "model.py:10", "sum": "model.py:11", "sub": "model.py:12"}, lines
+
+
+def test_a_model_with_no_ai_onnx_import_gets_a_clear_refusal(tmp_path):
+    """The converter said "invalid version (must be between 1 and 28)"."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="com.example")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("com.example", 1)], ir_version=9)
+    result = fix(_save(model, tmp_path), tmp_path / "o.onnx", verify=False)
+    opset = {r.name: r for r in result.remedies}["opset"]
+    assert opset.status == "refused" and "imports no ai.onnx opset" in opset.detail, opset
+    assert "invalid version" not in opset.detail
+
+
+def test_a_static_batch_is_reported_as_the_batch_used_and_dynamic_asked_is_explained(cli, tmp_path):
+    """Issue 25 item 7: "holds at batch 1" for a file whose batch is 2; ``--batch dynamic`` ignored silently."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    source = _save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), tmp_path)
+    done = cli("fix", str(source), "-o", str(tmp_path / "o.onnx"), "--batch", "dynamic")
+    assert done.exit_code == 0, done.output
+    assert "holds at batch 2" in done.stdout
+    assert "--batch dynamic changed nothing" in done.stderr
+    quiet = cli("fix", str(source), "-o", str(tmp_path / "p.onnx"))
+    assert "--batch dynamic" not in quiet.stderr
+
+
+def test_a_change_in_an_output_with_nans_is_not_called_random(tmp_path, monkeypatch):
+    """onnx-mlir ``opset_11.onnx``: the random-op check compared outputs whose shared NaNs were zeroed to a
+    rerun with its NaNs, so a remedy that changed results (Hardmax 11 -> 18) was misreported as "random ops"."""
+    import onnx_ir as ir
+
+    from portable.repair import REMEDIES, Remedy
+    from portable.repair import run as fix_run
+
+    class _Shift(ir.passes.InPlacePass):
+        def call(self, model):
+            for value in model.graph.initializers.values():
+                value.const_value = ir.tensor(value.const_value.numpy() + np.float32(1), name=value.name)
+            return ir.passes.PassResult(model, modified=True)
+
+    monkeypatch.setattr(fix_run, "REMEDIES", (*REMEDIES, Remedy("shift", lambda p, m: _Shift())))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+    bias = numpy_helper.from_array(np.zeros(16, np.float32), "bias")
+    nodes = [helper.make_node("Log", ["x"], ["l"]), helper.make_node("Add", ["l", "bias"], ["y"])]  # NaN where x < 0
+    result = fix(_save(_model(nodes, [x], [y], [bias]), tmp_path), tmp_path / "o.onnx")
+    shift = {r.name: r for r in result.remedies}["shift"]
+    assert shift.status == "refused" and shift.detail.startswith("changes what the model computes"), shift
+    assert result.proof is not None and result.proof.ok and result.proof.random is None
