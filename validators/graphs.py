@@ -25,8 +25,9 @@ class GraphScope:
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
-    """The node's name, or a stable stand-in for an unnamed node."""
-    return node.name or f"{node.op_type}_{index}"
+    """The node's name, or for an unnamed node a stand-in that says so and cannot be taken for a name in
+    the file: ``<unnamed If #3>`` (its op and index in its graph; the scope path places nested ones)."""
+    return node.name or f"<unnamed {node.op_type} #{index}>"
 
 
 def _subgraphs(scope: GraphScope) -> Iterator[GraphScope]:

@@ -98,7 +98,7 @@ def test_concise_is_one_line_per_finding(cli, fixture_file):
     result = cli("validate", "--format", "concise", path)
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0].startswith(f"{path}: error PORT004 [no-control-flow] main, node 'If_3'")
+    assert lines[0].startswith(f"{path}: error PORT004 [no-control-flow] main, node '<unnamed If #3>'")
     assert lines[-1].endswith("1 failed") and len(lines) == len(json.loads(
         cli("validate", "--format", "json", path).output)["reports"][0]["findings"]) + 1
 

@@ -16,7 +16,7 @@ def test_good_model_exits_0(cli, fixture_file):
 def test_bad_model_exits_1_and_names_the_node(cli, fixture_file):
     result = cli("validate", str(fixture_file("PORT004", "bad")))
     assert result.exit_code == 1
-    assert "PORT004" in result.output and "If_3" in result.output
+    assert "PORT004" in result.output and "<unnamed If #3>" in result.output
 
 
 def test_warning_fails_only_under_strict(cli, fixture_file):

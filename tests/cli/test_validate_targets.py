@@ -35,7 +35,7 @@ def test_a_target_line_per_target_and_warnings_for_the_fallback(cli, gelu):
     assert result.exit_code == 0, result.output  # a fallback is a warning
     assert "  target   ort-cpu: 3/3 nodes, loads" in result.output
     assert "  target   qnn: 2/3 nodes, 2 partitions, fallback: Erf x1" in result.output
-    assert "PORT201 [target-op-support] main, node 'Erf_1' (Erf): qnn: Erf is not in qnn's table; " \
+    assert "PORT201 [target-op-support] main, node '<unnamed Erf #1>' (Erf): qnn: Erf is not in qnn's table; " \
            "it falls back to CPUExecutionProvider" in result.output
     assert "fix: exact GELU exports Erf: nn.GELU(approximate='tanh')" in result.output
 

@@ -36,7 +36,7 @@ def test_policy_from_api():
 def test_report_to_dict_round_trips_findings():
     data = portable.validate(rule_fixtures.load("PORT004", "bad")).to_dict()
     assert data["exit_code"] == 1
-    assert data["findings"][0]["location"]["node"] == "If_3"
+    assert data["findings"][0]["location"]["node"] == "<unnamed If #3>"
 
 
 def test_import_and_validate_do_not_import_torch_or_onnxruntime(tmp_path):

@@ -65,8 +65,9 @@ EXPECTED = {
     "pytorch-operator/test_operator_add_broadcast/model.onnx": {"PORT001", "PORT013"},  # float64 values
     # Expand's shape is a graph input, so its output has no static shape
     "simple/test_expand_shape_model1/model.onnx": {"PORT001", "PORT007", "PORT009"},
-    # ai.onnx.preview.training: ONNX infers no shape for Gradient
-    "simple/test_gradient_of_add/model.onnx": {"PORT001", "PORT002", "PORT009"},
+    # ai.onnx.preview.training: ONNX infers no shape for Gradient; PORT002 names that node, so the unknown
+    # shapes after it are one info finding under it (issue 26), not a second error
+    "simple/test_gradient_of_add/model.onnx": {"PORT001", "PORT002"},
     "simple/test_sequence_model1/model.onnx": {"PORT001", "PORT005", "PORT008", "PORT009"},
     # strings; StringNormalizer's output length depends on the strings (stop words)
     "simple/test_strnorm_model_monday_empty_output/model.onnx": {"PORT001", "PORT009", "PORT013"},

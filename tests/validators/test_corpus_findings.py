@@ -78,3 +78,29 @@ def test_port009_keeps_the_batch_symbol_in_the_shape(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Abs", ["r"], ["y"])]
     messages = [f.message for f in _by_rule(_save(tmp_path, nodes, [x], [y])).get("PORT009", [])]
     assert messages and "shape [batch_size, seq_len]" in messages[0], messages
+
+
+def test_unnamed_nodes_are_labelled_as_unnamed_by_path_and_index_never_by_an_invented_name():
+    """Issue 26: nested unnamed Ifs were all "If_1", names the file does not have. Each is now
+    ``<unnamed If #i>`` under its scope path; a named node keeps its name."""
+    from portable.policy import Policy
+
+    def branch(depth: int) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info("o", TensorProto.FLOAT, [1])
+        if depth == 0:
+            return helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], f"leaf{depth}", [], [out])
+        inner = helper.make_node("If", ["c"], ["o"], then_branch=branch(depth - 1), else_branch=branch(depth - 1))
+        return helper.make_graph([helper.make_node("Identity", ["x"], ["x2"]), inner], f"g{depth}", [], [out])
+
+    top = helper.make_node("If", ["c"], ["y"], then_branch=branch(1), else_branch=branch(1))
+    named = helper.make_node("Relu", ["y"], ["z"], name="If_1")  # a real name that the old stand-in would repeat
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["x1"]), top, named], "m",
+                              [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])])
+    report = validate(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), Policy())
+    located = {(f.location.graph, f.location.node) for f in report.findings if f.rule_id == "PORT004"}
+    assert ("main", "<unnamed If #1>") in located
+    assert ("main/<unnamed If #1>.then_branch", "<unnamed If #1>") in located
+    assert ("main/<unnamed If #1>.else_branch", "<unnamed If #1>") in located
+    assert all(node != "If_1" for _, node in located)
