@@ -85,7 +85,12 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     exact, judged = float64_reference(module, [o.dtype for o in outputs], table.given, examples=examples,
                                       precision=precision)
     ranges = int_ranges_from_examples(specs, examples)
-    details = [_compare(runner, session, specs, outputs, b, seed, ranges, table, exact) for b in batches]
+    try:
+        details = [_compare(runner, session, specs, outputs, b, seed, ranges, table, exact) for b in batches]
+    finally:
+        if exact is not None:  # the float64 copy holds twice the weights: let it go before the write
+            exact.unload()
+            exact.module = None
     judged = next((d["float64"] for d in details if d.get("float64")), judged)
     worst = max((d["max_abs_diff"] for d in details), default=0.0)
     bad = [d for d in details if not d["ok"]]

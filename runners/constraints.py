@@ -6,9 +6,10 @@ integer ``Mod``), or reads them as axes, scales or shapes. Before drawing, each 
 are walked (through ops that pass values on unchanged: ``Cast``, ``Identity``, ``Reshape``,
 ``Unsqueeze``, ``Squeeze``, ``Flatten``, ``Transpose``) and each consumer that reads values in a range
 gives one :class:`Constraint`; the input is drawn in the intersection (``make_feeds(..., constraints=)``).
-One analysis, used by ``fix``'s proof and ``compare`` (export's verify draws integers in the ranges of the
-SPEC's own example inputs instead, which the model was traced with). Shapes come from initializers and onnx's shape inference; a dim neither gives is
-left unconstrained (nothing is guessed).
+One analysis, used by ``fix``'s proof, ``compare`` and ``compare --runtime`` (export's verify draws
+integers in the ranges of the SPEC's own example inputs instead, which the model was traced with). Shapes
+come from initializers and onnx's shape inference; a dim neither gives is left unconstrained (nothing is
+guessed).
 
 The walk is hand-written: neither onnx nor onnx-ir has an analysis of the value ranges an op accepts.
 """

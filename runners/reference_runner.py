@@ -12,7 +12,7 @@ import multiprocessing
 import queue
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,6 +36,25 @@ def _evaluate(path: str, feeds: dict[str, np.ndarray], answer: Any) -> None:
         answer.put(("ok", [np.asarray(o) for o in evaluator.run(None, feeds)]))
     except Exception as exc:  # noqa: BLE001 - the evaluator's failure goes back as text
         answer.put(("error", f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"))
+
+
+def _answer(answer: Any, child: Any, cap: float) -> tuple[str, Any]:
+    """The child's answer within ``cap`` seconds; a child that dies without one (a crash, the OOM killer)
+    is this runner's failure at once, not a wait to the cap reported as "timed out"."""
+    deadline = time.perf_counter() + cap
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise TimedOut(f"timed out: the reference evaluator did not finish within {cap:g} s")
+        try:
+            return cast(tuple[str, Any], answer.get(timeout=min(left, 0.5)))
+        except queue.Empty:
+            if not child.is_alive():
+                try:  # its answer may still be in the pipe
+                    return cast(tuple[str, Any], answer.get(timeout=0.5))
+                except queue.Empty:
+                    raise RunnerFailed(f"the reference evaluator's process died (exit code {child.exitcode}) "
+                                       "without an answer") from None
 
 
 class ReferenceRunner(Runner):
@@ -62,9 +81,7 @@ class ReferenceRunner(Runner):
         child = context.Process(target=_evaluate, args=(self.model_path, dict(feeds), answer), daemon=True)
         child.start()
         try:
-            status, payload = answer.get(timeout=self.cap_seconds)
-        except queue.Empty:
-            raise TimedOut(f"timed out: the reference evaluator did not finish within {self.cap_seconds:g} s") from None
+            status, payload = _answer(answer, child, self.cap_seconds)
         finally:
             child.join(timeout=1)
             if child.is_alive():

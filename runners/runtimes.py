@@ -208,6 +208,7 @@ def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[i
           dims: Mapping[str, int] | None, int_range: tuple[int, int] | None,
           int_ranges: Mapping[str, tuple[int, int]] | None, table: ToleranceTable | None) -> _Plan:
     from portable.runners.api import IntRanges
+    from portable.runners.constraints import constraints_of
     from portable.runners.inputs import dims_from_examples
 
     path = Path(model)
@@ -216,8 +217,9 @@ def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[i
     specs, outs = graph_io(path)
     ints = IntRanges.of(specs, examples, int_range, int_ranges)
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
-    feeds = {b: make_feeds(specs, b, seed=seed, dims=all_dims, int_range=ints.default, int_ranges=ints.per_input)
-             for b in _batches(specs, batches)}
+    limits = constraints_of(path)  # what the graph does with each input: the same draw as compare's
+    feeds = {b: make_feeds(specs, b, seed=seed, dims=all_dims, int_range=ints.default, int_ranges=ints.per_input,
+                           constraints=limits) for b in _batches(specs, batches)}
     return _Plan(path, [o.name for o in outs], [o.dtype for o in outs], feeds, table or ToleranceTable())
 
 
@@ -238,6 +240,8 @@ def _records(runtime: str, plan: _Plan, outputs: Outputs, failures: Mapping[int,
             records.append(base(batch, status, error=message))
         elif runtime == expected[0]:
             records.append(base(batch, "reference"))
+        elif batch not in expected[1]:  # the reference failed: nothing to compare this runtime with
+            records.append(base(batch, "not compared", error=f"{expected[0]} has no outputs at batch {batch}"))
         else:
             pair = compare_outputs((runtime, outputs[batch]), expected[:1] + (expected[1][batch],), plan.names,
                                    plan.dtypes, batch, table)
@@ -270,7 +274,7 @@ def compare_runtimes(model: str | Path, runtimes: str | Sequence[str] = tuple(RU
         say(f"running {runtime}")
         runner = runner_factory(runtime, plan.model, cap_seconds=cap_seconds)
         ran[runtime] = (*_run(runner, plan.feeds), found, runner.load_seconds)
-    expected, error = _expected(module, plan, ran, say)
+    expected, error = _expected(module, plan, ran, say, example_inputs)
     records: list[RuntimeRecord] = []
     for runtime in names:
         if runtime not in ran:
@@ -284,21 +288,24 @@ def compare_runtimes(model: str | Path, runtimes: str | Sequence[str] = tuple(RU
         from portable.runners.golden import write_golden
 
         written = str(write_golden(golden, plan.feeds, expected[1], plan.names))
+    if error is None and not any(r.status in ("pass", "fail") for r in records):
+        error = ("nothing was compared: " + "; ".join(sorted({f"{r.runtime} {r.status}" for r in records
+                                                               if r.status != "reference"})) or "one runtime alone")
     return RuntimeReport(str(plan.model), expected[0], tuple(plan.feeds), seed, tuple(records), written, error)
 
 
-def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]],
-              say: Progress) -> tuple[tuple[str, Outputs], str | None]:
+def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]], say: Progress,
+              examples: Sequence[Any] | None = None) -> tuple[tuple[str, Outputs], str | None]:
     """The side every runtime is compared with: eager PyTorch, else the first runtime that ran every batch."""
     if module is None:
         for runtime, (outputs, failures, load_error, *_rest) in ran.items():
             if load_error is None and not failures:
                 return (runtime, outputs), None
         return ("none", {}), "no runtime ran every batch: nothing to compare with"
-    from portable.runners.torch_runners import EagerRunner
+    from portable.runners.torch_runners import EagerRunner, structured
 
     say("running eager PyTorch (the reference)")
-    eager = EagerRunner(module, "cpu")
+    eager = EagerRunner(module, "cpu", examples=examples if structured(examples) else None)
     try:
         eager.load()
         return ("eager", {b: eager.infer(f) for b, f in plan.feeds.items()}), None

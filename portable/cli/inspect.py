@@ -9,6 +9,7 @@ import click
 
 from portable._version import __version__
 from portable.cli.options import config_options, policy_from_options
+from portable.errors import ExitCode
 from portable.report import REPORT_SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -56,15 +57,17 @@ def inspect(model: str, config: str | None, select: tuple[str, ...], ignore: tup
     """Show what MODEL holds: inputs and outputs, op counts, initializers, opset, IR, producer, and the
     portability verdict in one line (the policy's rules, as `portable validate` runs them).
 
-    Exit 0 when the file was read, whatever the verdict (gate with `portable validate`); 3 when it
-    cannot be read.
+    Exit 0 when the file was read and judged, whatever the verdict (gate with `portable validate`); 3 when
+    it cannot be read, or cannot be judged (validation failed on it, as `validate` exits 3 there).
     """
     from portable.validators.summary import inspect as read
 
     summary = read(model, policy_from_options(config, select, ignore, strict, False))
+    code = int(ExitCode.ERROR if summary.report.error is not None else ExitCode.OK)
     if fmt == "json":
         data = {"schema_version": REPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
-                "exit_code": 0, **summary.to_dict()}
+                "exit_code": code, **summary.to_dict()}
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(_text(summary), nl=False)
+    raise click.exceptions.Exit(code)

@@ -15,7 +15,7 @@ from portable.discovery import collect_models
 from portable.errors import ExitCode, UsageError
 from portable.formatters import FORMATS, get_formatter
 from portable.formatters.text import TextFormatter
-from portable.io import atomic_write_text
+from portable.io import atomic_write_text, check_writable
 from portable.policy import Policy, merge_cli
 from portable.report import ValidationReport, worst_exit_code
 
@@ -134,6 +134,10 @@ def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context
                        max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live, exit_zero=exit_zero)
     if (policy.max_partitions is not None or policy.no_fallback or policy.targets_live) and not policy.targets:
         raise UsageError("--max-partitions, --no-fallback and --live apply to targets: name them with --target")
+    for path, what in ((output, "-o/--output"), *((p, f"--report {f}") for f, p in extra),
+                       (write_baseline, "--write-baseline")):
+        if path:
+            check_writable(path, what=f"{what} file")  # before the models are read, not after
     accepted = Baseline.read(baseline) if baseline else None
     streaming = fmt == "text" and output is None and accepted is None and not write_baseline and not statistics
     stream = TextFormatter(color=use_color(output)) if streaming else None

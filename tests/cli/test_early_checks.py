@@ -70,3 +70,10 @@ def test_debug_is_taken_after_the_subcommand_too(cli, fixture_file, tmp_path):
         assert "Traceback" in result.stderr, args
     plain = cli("validate", "--config", missing, model)
     assert plain.exit_code == 2 and "Traceback" not in plain.stderr
+
+
+@pytest.mark.parametrize("args", [["-o", "/sys/v.json"], ["--report", "sarif=/sys/v.sarif"],
+                                  ["--write-baseline", "/sys/baseline.json"]])
+def test_validate_checks_its_outputs_first(cli, fixture_file, args):
+    result = cli("validate", str(fixture_file("PORT004", "bad")), *args)
+    _refused(result, args[1].partition("=")[2] or args[1])

@@ -70,3 +70,14 @@ def test_op_change_line():
     change = op_change({"Identity": 12, "Conv": 4, "Constant": 3}, {"Conv": 4, "Cast": 1})
     assert change.line() == "nodes 19 -> 5 (Identity -12, Constant -3, Cast +1)"
     assert op_change({"Conv": 2}, {"Conv": 2}).line() == "nodes 2 -> 2 (no op changed)"
+
+
+def test_a_file_that_cannot_be_judged_exits_3_as_validate_does(cli, tmp_path):
+    model = rule_fixtures.load("PORT004", "good")
+    model.graph.node[0].name = "badX"
+    path = tmp_path / "corrupt.onnx"  # a name that is not UTF-8 text: validation's "corrupt file"
+    path.write_bytes(model.SerializeToString().replace(b"badX", b"bad\xff"))
+    validated = cli("validate", str(path))
+    result = cli("inspect", str(path), "--format", "json")
+    assert validated.exit_code == 3 == result.exit_code
+    assert json.loads(result.stdout)["exit_code"] == 3

@@ -78,7 +78,8 @@ def test_the_reference_evaluator_past_its_cap_is_timed_out_not_a_failure(cnn_onn
     report = compare_runtimes(cnn_onnx, "ort,reference", cap_seconds=0.05)
     assert _statuses(report)[("reference", 1)] == "timed out"
     assert "did not finish within 0.05 s" in (report.records[-1].error or "")
-    assert report.exit_code == 0
+    # a timed-out runtime fails nothing, but with it nothing was compared: not a pass (exit 3, saying why)
+    assert report.exit_code == 3 and "nothing was compared: reference timed out" in (report.error or "")
 
 
 def _custom_op_model(path: Path) -> Path:
@@ -95,8 +96,8 @@ def test_a_runtime_that_cannot_load_the_model_is_a_finding(tmp_path: Path, cnn_o
     assert _statuses(report)[("ort", 1)] == "does not load"
     assert "Frobnicate" in (report.records[0].error or "")
     assert report.exit_code == 3  # nothing ran every batch: nothing to compare with
-    good = compare_runtimes(cnn_onnx, "ort", batches=[1])
-    assert good.exit_code == 0
+    good = compare_runtimes(cnn_onnx, "ort,reference", batches=[1], cap_seconds=120)
+    assert good.exit_code == 0 and good.error is None
 
 
 def test_a_missing_runtime_is_a_not_installed_record_and_cell(cli, cnn_onnx: Path, monkeypatch) -> None:
@@ -106,7 +107,9 @@ def test_a_missing_runtime_is_a_not_installed_record_and_cell(cli, cnn_onnx: Pat
     report = compare_runtimes(cnn_onnx, "ort,openvino,tract", batches=[1])
     assert _statuses(report) == {("ort", 1): "reference", ("openvino", 1): "not installed",
                                  ("tract", 1): "not installed"}
-    assert report.exit_code == 0 and "make targets-venv" in (report.records[1].error or "")
+    assert "make targets-venv" in (report.records[1].error or "")
+    # not installed is a cell, never a failure; but with every other runtime absent nothing was compared
+    assert report.exit_code == 3 and report.error == "nothing was compared: openvino not installed; tract not installed"
     result = cli("matrix", str(cnn_onnx), "--ep", "cpu", "--runtime", "openvino,tract", "--batch", "1", "-q")
     assert result.exit_code == 0, result.stderr
     assert "| batch | openvino | tract |" in result.stdout and "| 1 | not installed | not installed |" in result.stdout
@@ -213,3 +216,15 @@ def test_tract_runs_a_resize_over_the_symbolic_batch(tmp_path: Path) -> None:
     report = compare_runtimes(path, "ort,tract")
     assert _statuses(report) == {("ort", 1): "reference", ("ort", 3): "reference", ("tract", 1): "pass",
                                  ("tract", 3): "pass"}
+
+
+def test_a_reference_that_fails_is_the_reports_error_not_a_crash(cnn_onnx: Path) -> None:
+    import torch
+
+    class Broken(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("the reference is broken")
+
+    report = compare_runtimes(cnn_onnx, "ort", module=Broken(), batches=[1])
+    assert report.exit_code == 3 and "the reference is broken" in (report.error or "")
+    assert _statuses(report) == {("ort", 1): "not compared"}
