@@ -12,16 +12,15 @@ a dtype a runtime does not list takes the comparison's dtype default (runners/to
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from portable.errors import ExitCode, InputError, UsageError
+from portable.packages import installed_version
 from portable.runners.base import Runner, RunnerFailed
 from portable.runners.comparator import compare_outputs
 from portable.runners.inputs import InputSpec, graph_io, make_feeds
@@ -67,13 +66,7 @@ class RuntimeTolerances(ToleranceTable):
 
 def installed(runtime: str) -> str | None:
     """The installed version of ``runtime``'s package, None when it is not installed."""
-    package = RUNTIMES[runtime]
-    if importlib.util.find_spec(package) is None:
-        return None
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "unknown version"
+    return installed_version(RUNTIMES[runtime])
 
 
 def parse_runtimes(text: str | Sequence[str]) -> list[str]:

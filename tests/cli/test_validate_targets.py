@@ -94,7 +94,7 @@ def test_live_runtimes_confirm_the_profiles_verdict(tmp_path, runtime):
 def test_a_runtime_not_installed_is_a_cell_not_an_error(monkeypatch, tmp_path):
     from portable.validators.targets import live
 
-    monkeypatch.setattr(live, "_installed", lambda package: None)
+    monkeypatch.setattr(live, "installed_version", lambda package: None)
     (summary,) = validate(save(_one_op("Relu", TensorProto.FLOAT, [2, 3]), tmp_path / "r.onnx"),
                           Policy(targets=("openvino",), targets_live=True)).targets
     assert dict(summary.live) == {"runtime": "openvino", "verdict": "not installed"}

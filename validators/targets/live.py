@@ -17,28 +17,18 @@ and tract); nothing here is imported unless ``--live`` is given.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from importlib.metadata import PackageNotFoundError, version
 
 from portable.errors import one_line
+from portable.packages import installed_version
 
 __all__ = ["LIVE", "ask"]
 
 Answer = tuple[tuple[str, str], ...]
-
-
-def _installed(package: str) -> str | None:
-    if importlib.util.find_spec(package) is None:
-        return None
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "unknown version"
 
 
 @contextlib.contextmanager
@@ -118,7 +108,7 @@ def ask(target: str, source: str | bytes) -> Answer:
     if target not in LIVE:
         return ()
     package, question = LIVE[target]
-    found = _installed(package)
+    found = installed_version(package)
     if found is None:
         return (("runtime", package), ("verdict", "not installed"))
     try:
