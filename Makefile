@@ -63,7 +63,7 @@ $(ZOO_STAMP): $(STAMP)
 	touch $(ZOO_STAMP)
 
 zoo: $(ZOO_STAMP)
-	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY))
+	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY)) $(if $(LIVE_ONLY),--live-only)
 
 # Runtimes beside ONNX Runtime (OpenVINO, tract) for `portable validate --target ... --live`; torch stays the CPU build.
 targets-venv: $(TARGETS_STAMP)
