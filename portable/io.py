@@ -170,23 +170,32 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def check_writable(path: str | Path, *, what: str = "output") -> None:
+def check_writable(path: str | Path, *, what: str = "output", folder: bool = False) -> None:
     """Refuse, before any work, a ``path`` that cannot be written: a usage error (exit 2) naming it.
 
     A probe file is created and removed in the nearest folder that exists (the one the write would
     create its folders in); ``os.access`` is not enough: root passes it on /sys or /proc, where the
-    write then fails. A folder in the way, or a folder named as the file, is refused too.
+    write then fails. A folder in the way, or a folder named as the file, is refused too; with
+    ``folder``, ``path`` is a folder to write into (a file of that name is refused).
     """
     from portable.errors import UsageError
 
     target = Path(path)
-    if target.is_dir():
+    if target.is_dir() and not folder:
         raise UsageError(f"the {what} is a folder, not a file", path=str(target))
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"cannot write the {what}: {folder} is not a folder", path=str(target))
+    if target.exists() and not target.is_dir() and folder:
+        raise UsageError(f"the {what} is a file, not a folder", path=str(target))
+    nearest = target if folder else target.parent
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise UsageError(f"cannot write the {what}: {nearest} is not a folder", path=str(target))
+    _probe(nearest, target, what)
+
+
+def _probe(folder: Path, target: Path, what: str) -> None:
+    from portable.errors import UsageError
+
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
         os.close(fd)

@@ -3,7 +3,9 @@
 inputs and outputs), which onnx's backend test runner, ONNX Runtime's ``onnx_test_runner`` and the
 device toolchains read. One set per batch size, in the comparison's batch order.
 
-Written whole or not at all: the sets are made in a temporary folder beside ``DIR`` and moved in.
+Written whole or not at all: the sets are made in a temporary folder beside ``DIR`` and moved in;
+sets of an earlier, longer bundle in ``DIR`` (``test_data_set_N`` past the new ones) are removed, so
+the folder holds this comparison alone.
 """
 
 from __future__ import annotations
@@ -44,9 +46,17 @@ def write_golden(folder: str | Path, feeds: Mapping[int, Mapping[str, np.ndarray
             if final.exists():
                 shutil.rmtree(final)
             os.replace(data, final)
+        _drop_stale(target, len(feeds))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _drop_stale(target: Path, count: int) -> None:
+    for data in target.glob("test_data_set_*"):
+        suffix = data.name.rsplit("_", 1)[1]
+        if data.is_dir() and suffix.isdigit() and int(suffix) >= count:
+            shutil.rmtree(data)
 
 
 def read_golden(folder: str | Path) -> list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]:

@@ -183,6 +183,8 @@ def compare(model: str, reference: str | None, weights: str | None, report_path:
     for path, what in ((report_path, "--report"), (output, "-o/--output")):
         if path:
             check_writable(path, what=f"{what} file")  # before the run, not after it
+    if golden:
+        check_writable(golden, what="--golden folder", folder=True)
     if runtimes is not None or golden is not None:
         from portable.cli.runtimes import compare_runtimes_command
 

@@ -51,6 +51,8 @@ def test_compare_report_and_output_are_checked_before_the_run(cli, marked, tmp_p
         _refused(result, "/sys/r.md")
         runtimes = cli("compare", str(model), "--runtime", "ort,reference", "--reference", spec, flag, "/sys/r.md", "-q")
         _refused(runtimes, "/sys/r.md")  # the runtimes' comparison checks first too
+    golden = cli("compare", str(model), "--runtime", "ort,reference", "--reference", spec, "--golden", "/sys/g", "-q")
+    _refused(golden, "/sys/g")  # the golden bundle's folder too, before the model is read
     assert not marker.exists()
 
 

@@ -134,6 +134,10 @@ def test_golden_bundle_replays_in_onnxruntime(cnn_onnx: Path, models: ModuleType
         np.testing.assert_allclose(got[0], expected, atol=1e-4, rtol=1e-3)
         # the check fails on a bundle whose output was changed
         assert not np.allclose(got[0], expected * 1.01, atol=1e-4, rtol=1e-3)
+    # a bundle of fewer batches over an older one: the older one's extra set goes (no stale replay)
+    compare_runtimes(cnn_onnx, "ort", module=module, example_inputs=example, golden=golden, batches=[2])
+    assert sorted(p.name for p in golden.iterdir()) == ["test_data_set_0"]
+    assert [next(iter(i.values())).shape[0] for i, _ in read_golden(golden)] == [2]
 
 
 def test_compare_cli_runtime_json_and_usage_errors(cli, cnn_onnx: Path, tmp_path: Path) -> None:
