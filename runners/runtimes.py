@@ -61,7 +61,8 @@ class RuntimeTolerances(ToleranceTable):
         row = RUNTIME_TOLERANCES.get(self.runtime, {}).get(dtype)
         if row is None or (dtype == "float32" and self.tf32):
             return super()._default(dtype)
-        return Tolerance(row[0], row[1], f"{self.runtime}: {row[2]}")
+        return Tolerance(row[0], row[1], f"default float32 of {self.runtime}: {row[2]}" if dtype == "float32"
+                         else f"{self.runtime}: {row[2]}")
 
 
 def installed(runtime: str) -> str | None:
@@ -195,6 +196,8 @@ class _Plan:
     dtypes: list[str]
     feeds: dict[int, dict[str, np.ndarray]]
     table: ToleranceTable
+    exact: dict[int, list[np.ndarray]] = field(default_factory=dict)  # eager PyTorch in float64, per batch
+    notes: list[str] = field(default_factory=list)
 
 
 def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[int] | None, seed: int,
@@ -237,9 +240,13 @@ def _records(runtime: str, plan: _Plan, outputs: Outputs, failures: Mapping[int,
             records.append(base(batch, "not compared", error=f"{expected[0]} has no outputs at batch {batch}"))
         else:
             pair = compare_outputs((runtime, outputs[batch]), expected[:1] + (expected[1][batch],), plan.names,
-                                   plan.dtypes, batch, table)
+                                   plan.dtypes, batch, table, exact=plan.exact.get(batch))
             worst = max((o.stats.max_abs for o in pair.outputs), default=None)
             tolerance = "; ".join(sorted({o.tolerance.describe() for o in pair.outputs}))
+            floors = [o.noise for o in pair.outputs if o.judged_by == "noise floor" and o.noise is not None]
+            if floors:  # past atol/rtol, within fp32 arithmetic's own error against float64
+                worst_floor = max(floors, key=lambda f: f.ratio)
+                tolerance += f"; noise floor {worst_floor.ratio:.1f}x fp32's own error (<= {worst_floor.factor:g}x)"
             error = None if pair.passed else "; ".join(pair.problems())[:400]
             records.append(base(batch, "pass" if pair.passed else "fail", versus=expected[0], max_abs=worst,
                                 tolerance=tolerance, error=error))
@@ -284,7 +291,8 @@ def compare_runtimes(model: str | Path, runtimes: str | Sequence[str] = tuple(RU
     if error is None and not any(r.status in ("pass", "fail") for r in records):
         error = ("nothing was compared: " + "; ".join(sorted({f"{r.runtime} {r.status}" for r in records
                                                                if r.status != "reference"})) or "one runtime alone")
-    return RuntimeReport(str(plan.model), expected[0], tuple(plan.feeds), seed, tuple(records), written, error)
+    return RuntimeReport(str(plan.model), expected[0], tuple(plan.feeds), seed, tuple(records), written, error,
+                         tuple(plan.notes))
 
 
 def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]], say: Progress,
@@ -301,11 +309,32 @@ def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]], say:
     eager = EagerRunner(module, "cpu", examples=examples if structured(examples) else None)
     try:
         eager.load()
-        return ("eager", {b: eager.infer(f) for b, f in plan.feeds.items()}), None
+        outputs = {b: eager.infer(f) for b, f in plan.feeds.items()}
     except Exception as exc:  # noqa: BLE001 - the reference's failure is the report's error (exit 3)
         return ("eager", {}), f"eager PyTorch failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
     finally:
         eager.unload()
+    _calibrate(module, plan, examples if structured(examples) else None, say)
+    return ("eager", outputs), None
+
+
+def _calibrate(module: Any, plan: _Plan, examples: Sequence[Any] | None, say: Progress) -> None:
+    """Eager PyTorch once more in float64 (``plan.exact``): every runtime's float32 outputs are then judged
+    against fp32 arithmetic's own error too, as export's verify and ``compare`` judge ONNX Runtime."""
+    from portable.runners.torch_runners import float64_reference
+
+    double, note = float64_reference(module, plan.dtypes, plan.table.given, examples=examples)
+    if double is not None:
+        say("running eager PyTorch in float64 (the noise floor of fp32 arithmetic)")
+        try:
+            plan.exact.update({b: double.infer(f) for b, f in plan.feeds.items()})
+            note = "float64 reference: ran (each runtime judged against PyTorch fp32's own error too)"
+        except RunnerFailed as exc:  # an op without a float64 kernel, say
+            plan.exact.clear()
+            note = f"default tolerances only: PyTorch in float64 failed ({exc})"
+        finally:
+            double.unload()
+    plan.notes.append(note)
 
 
 HEADER = ("runtime", "version", "batch", "status", "versus", "max abs", "tolerance", "error")
@@ -322,6 +351,8 @@ def render_runtimes(report: RuntimeReport) -> str:
 
     lines = [f"# Runtimes: `{report.model}` (reference: {report.reference}, seed {report.seed})", "",
              markdown_table(HEADER, runtime_rows([r.to_dict() for r in report.records]))]
+    if report.notes:
+        lines += ["", *(f"note: {n}" for n in report.notes)]
     if report.golden:
         lines += ["", f"golden bundle: {report.golden}"]
     if report.error:

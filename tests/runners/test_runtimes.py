@@ -232,3 +232,31 @@ def test_a_reference_that_fails_is_the_reports_error_not_a_crash(cnn_onnx: Path)
     report = compare_runtimes(cnn_onnx, "ort", module=Broken(), batches=[1])
     assert report.exit_code == 3 and "the reference is broken" in (report.error or "")
     assert _statuses(report) == {("ort", 1): "not compared"}
+
+
+def test_runtimes_are_judged_by_the_float64_noise_floor_as_verify_is(tmp_path: Path) -> None:
+    """fixtures/models/deep_mlp.py: fp32 arithmetic alone errs past atol 1e-4, so ONNX Runtime and the reference
+    evaluator pass only by the float64 noise floor; with the bounds given (no calibration), or a weight scaled by
+    1.01, they fail."""
+    import torch
+    from support import ROOT
+
+    import portable
+    from portable.runners.tolerances import ToleranceTable
+    from portable.spec import load_spec
+
+    loaded = load_spec(f"{ROOT}/fixtures/models/deep_mlp.py:build")
+    path = tmp_path / "deep.onnx"
+    portable.export(loaded.module, loaded.example_inputs, path, verify=False)
+    report = compare_runtimes(path, "ort,reference", module=loaded.module, example_inputs=loaded.example_inputs)
+    assert _statuses(report) == {(r, b): "pass" for r in ("ort", "reference") for b in (1, 3)}, report.records
+    assert all(r.max_abs > 1e-4 for r in report.records)  # past atol: the noise floor decides where atol/rtol refuse
+    assert all("noise floor" in (r.tolerance or "") for r in report.records if r.runtime == "ort"), report.records
+    assert report.notes == ("float64 reference: ran (each runtime judged against PyTorch fp32's own error too)",)
+    strict = compare_runtimes(path, "ort", module=loaded.module, example_inputs=loaded.example_inputs,
+                              tolerances=ToleranceTable(atol=1e-4, rtol=1e-3))
+    assert {r.status for r in strict.records} == {"fail"} and strict.notes[0].startswith("--atol/--rtol as given")
+    with torch.no_grad():
+        loaded.module.body[0].weight.mul_(1.01)
+    wrong = compare_runtimes(path, "ort", module=loaded.module, example_inputs=loaded.example_inputs)
+    assert {r.status for r in wrong.records} == {"fail"}
