@@ -34,6 +34,7 @@ __all__ = [
     "ExpandNewerOpsPass",
     "FixBatchPass",
     "FixDimsPass",
+    "NegativeDimsPass",
     "INDEX_SLOTS",
     "Int32IndicesPass",
     "InternalizeDataPass",
@@ -41,6 +42,7 @@ __all__ = [
     "RaiseIRVersionPass",
     "RemedyRefused",
     "batch_symbol",
+    "lone_unknown_batch",
     "external_bytes",
     "symbols",
     "types_newer_than",
@@ -259,6 +261,47 @@ def batch_symbol(model: ir.Model) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def lone_unknown_batch(model: ir.Model) -> ir.Value | None:
+    """The one input with a non-static dim 0 when that dim is unnamed (``?``, or negative: -1); None when
+    there is none, it is named, or two inputs have one (their sizes may differ: nothing is guessed)."""
+    def loose(dim: Any) -> bool:
+        return not isinstance(dim, int) or dim < 0
+
+    found = [v for v in model.graph.inputs if v.shape is not None and v.shape.rank() and loose(v.shape[0])]
+    if len(found) != 1 or found[0].shape is None:
+        return None
+    first = found[0].shape[0]
+    return found[0] if isinstance(first, int) or first.value is None else None
+
+
+def _name_lone_unknown(model: ir.Model, size: int | None) -> bool:
+    """:func:`lone_unknown_batch`'s dim 0 is the batch: named ``batch``, or sized ``size``."""
+    value = lone_unknown_batch(model)
+    if value is None or value.shape is None:
+        return False
+    value.shape = ir.Shape([BATCH if size is None else size, *list(value.shape)[1:]])
+    return True
+
+
+class NegativeDimsPass(ir.passes.InPlacePass):
+    """A negative dim (-1: how some converters wrote "unknown") becomes an unknown dim, in every value.
+
+    ONNX dims are never negative, and shape arithmetic on -1 makes nonsense: a VALID convolution over a
+    dim of -1 gives -3 (tract's ``qtdnn`` test case, issue 26).
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        changed = 0
+        for value in [*_values(model.graph), *model.graph.outputs]:
+            if value.shape is None:
+                continue
+            dims = [None if isinstance(d, int) and d < 0 else d for d in value.shape]
+            if dims != list(value.shape):
+                value.shape = ir.Shape(dims)
+                changed += 1
+        return ir.passes.PassResult(model, modified=changed > 0)
+
+
 def _set_dims(model: ir.Model, sizes: Mapping[str, int]) -> int:
     """Replace every dim named in ``sizes`` by its size, in every value; the count of values changed."""
     changed = 0
@@ -383,7 +426,7 @@ class FixBatchPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         symbol = batch_symbol(model)
         if symbol is None:
-            return ir.passes.PassResult(model, modified=False)
+            return ir.passes.PassResult(model, modified=_name_lone_unknown(model, self.size))
         if self.size is not None:
             return ir.passes.PassResult(model, modified=_set_dims(model, {symbol: self.size}) > 0)
         if symbol == BATCH:

@@ -140,7 +140,7 @@ def _rules(name: str, node: Any, index: int, shapes: _Shapes) -> list[Constraint
 
 
 def _indices(name: str, node: Any, shapes: _Shapes) -> list[Constraint]:
-    """Gather/GatherElements indices: within ``[0, dim)`` of the axis they index (ONNX also takes
+    """Gather/GatherElements/ScatterElements indices: within ``[0, dim)`` of the axis of the data they index (ONNX also takes
     ``[-dim, 0)``; the non-negative half is the one every runtime and converter reads alike)."""
     data = shapes.of(node.input[0])
     if not data:
@@ -174,6 +174,7 @@ def _fixed(low: float, high: float, what: str, floats: bool = False) -> Any:
 _RULES: dict[tuple[str, int], Any] = {
     ("Gather", 1): _indices,
     ("GatherElements", 1): _indices,
+    ("ScatterElements", 1): _indices,
     ("Mod", 1): _fixed(1, 10, "a non-zero divisor"),
     ("Div", 1): _fixed(1, 10, "a non-zero divisor"),
     ("Resize", 2): _fixed(1, 2, "positive scales", floats=True),

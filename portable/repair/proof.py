@@ -29,7 +29,9 @@ DEFAULT_DIM = 2
 class Proof:
     """Whether the fixed model computes what the original does, and how far apart they were.
 
-    ``unavailable`` is set when the original itself could not be run (not fix's failure).
+    ``unavailable`` is set when the original itself could not be run (not fix's failure). ``skipped``: the
+    batch sizes the original itself refuses while another one runs (a convolution over the batch axis that
+    needs more steps than 1, say): nothing to reproduce there, so they are said, not proven.
     """
 
     ok: bool
@@ -43,13 +45,15 @@ class Proof:
     fixed_runtime: str = "onnxruntime"  # onnx.reference only when neither model loads in ONNX Runtime
     constraints: dict[str, list[str]] = field(default_factory=dict)  # input -> ranges drawn in, and why
     random: str | None = None  # the original's outputs differ run to run: the ops that make it so
+    skipped: dict[int, str] = field(default_factory=dict)  # batch -> why the original itself cannot run there
 
     def to_dict(self) -> dict[str, Any]:
         finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
         return {"ok": self.ok, "batches": list(self.batches), "max_abs_diff": finite,
                 "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
                 "comparisons": list(self.comparisons), "original_runtime": self.original_runtime,
-                "fixed_runtime": self.fixed_runtime, "constraints": dict(self.constraints), "random": self.random}
+                "fixed_runtime": self.fixed_runtime, "constraints": dict(self.constraints), "random": self.random,
+                "skipped": {str(b): why for b, why in self.skipped.items()}}
 
 
 class _Unavailable(Exception):
@@ -93,15 +97,24 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
     constraints = {} if feeds is not None else _constraints(source)
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
-    rows = [_compare(original, candidate, outputs, b, as_declared(specs, feeds or make_feeds(
-        specs, b, seed=seed, dims=sizes, constraints=constraints)), source) for b in batches]
+    rows, skipped = [], {}
+    for b in batches:
+        feed = as_declared(specs, feeds or make_feeds(specs, b, seed=seed, dims=sizes, constraints=constraints))
+        try:
+            rows.append(_compare(original, candidate, outputs, b, feed, source))
+        except _Unavailable as exc:
+            skipped[b] = str(exc)
+    if not rows:  # the original runs at no batch: no proof
+        raise _Unavailable(next(iter(skipped.values())))
     worst = max((o["max_abs"] or 0.0 for r in rows for o in r["outputs"]), default=0.0)
     bad = [r for r in rows if not r["passed"]]
     message = "; ".join(r["message"] for r in bad) or f"max |fixed - original| = {worst:.3g}"
+    if skipped:
+        message += "; not proven where the original itself cannot run: " + "; ".join(skipped.values())
     from portable.runners.constraints import describe
 
-    return Proof(not bad, tuple(batches), worst, message, None, sizes, tuple(rows), runtime, fixed_runtime,
-                 describe(constraints))
+    return Proof(not bad, tuple(r["batch"] for r in rows), worst, message, None, sizes, tuple(rows), runtime,
+                 fixed_runtime, describe(constraints), skipped=skipped)
 
 
 def _default_sizes(specs: Sequence[Any]) -> dict[str, int]:

@@ -63,6 +63,12 @@ def _opset(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
     return ConvertOpsetPass(plan.policy.opset)
 
 
+def _negative_dims(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import NegativeDimsPass
+
+    return NegativeDimsPass()
+
+
 def _dims(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
     from portable.exporters.remedies import FixDimsPass
 
@@ -128,6 +134,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("prelu-slopes", _prelu),
     Remedy("default-attributes", _default_attributes),
     Remedy("opset", _opset),
+    Remedy("negative-dims", _negative_dims),
     Remedy("dims", _dims),
     Remedy("batch", _batch),
     Remedy("fold-constants", _fold_constants),
@@ -203,6 +210,7 @@ def describe(plan: Plan, before: ir.Model, after: ir.Model, reports: list[Remedy
         "opset": f"{before.opset_imports.get('')} -> {after.opset_imports.get('')}",
         "internalize": f"{external_bytes(before):,} bytes read into the model",
         "dims": ", ".join(f"{k}={v}" for k, v in plan.dims.items()),
+        "negative-dims": _negative_detail(before),
         "batch": _batch_detail(before, plan),
         "static-shapes": _outputs_detail(before, after),
     }
@@ -224,10 +232,22 @@ def _shape(shape: ir.Shape | None) -> str:
 
 def _batch_detail(model: ir.Model, plan: Plan) -> str:
     from portable.exporters.passes import BATCH
-    from portable.exporters.remedies import batch_symbol
+    from portable.exporters.remedies import batch_symbol, lone_unknown_batch
 
     symbol = batch_symbol(model)
-    return f"'{symbol}' -> {plan.batch if isinstance(plan.batch, int) else repr(BATCH)}" if symbol else ""
+    to = plan.batch if isinstance(plan.batch, int) else repr(BATCH)
+    if symbol:
+        return f"'{symbol}' -> {to}"
+    lone = lone_unknown_batch(model)
+    return f"input '{lone.name}' dim 0 (unnamed, the only input without a fixed one) -> {to}" if lone else ""
+
+
+def _negative_detail(model: ir.Model) -> str:
+    """The graph's inputs and outputs whose negative dims became unknown (intermediate values are not listed)."""
+    io = [("input", v) for v in model.graph.inputs] + [("output", v) for v in model.graph.outputs]
+    named = [f"{role} '{v.name}' {_shape(v.shape)}" for role, v in io
+             if v.shape is not None and any(isinstance(d, int) and d < 0 for d in v.shape)]
+    return "-1 -> unknown in " + ", ".join(named) if named else "negative dims of intermediate values -> unknown"
 
 
 def check_dims(plan: Plan, model: ir.Model) -> None:

@@ -217,8 +217,8 @@ def proof_batches(plan: Plan, original: ir.Model) -> tuple[int, ...]:
     if isinstance(plan.batch, int):
         return (plan.batch,)
     inputs = [v for v in original.graph.inputs if not v.is_initializer() and v.shape is not None and v.shape.rank()]
-    if any(not isinstance(v.shape[0], int) for v in inputs):  # type: ignore[index]
-        return (1, 3)
+    if any(not isinstance(v.shape[0], int) or v.shape[0] < 0 for v in inputs):  # type: ignore[index]
+        return (1, 3)  # a symbolic, unnamed or negative (-1: unknown) dim 0
     static = [int(v.shape[0]) for v in inputs if int(v.shape[0]) > 0]  # type: ignore[index, arg-type]
     return (static[0],) if static else (1,)
 

@@ -181,3 +181,57 @@ def test_a_change_in_an_output_with_nans_is_not_called_random(tmp_path, monkeypa
     shift = {r.name: r for r in result.remedies}["shift"]
     assert shift.status == "refused" and shift.detail.startswith("changes what the model computes"), shift
     assert result.proof is not None and result.proof.ok and result.proof.random is None
+
+
+def _time_conv(dim0: int) -> onnx.ModelProto:
+    """tract's ``qtdnn`` shape: dim 0 of the one input (declared ``dim0``) is a time axis a VALID convolution
+    of kernel 3 runs over: at 1 step the original itself cannot run, at 3 it can."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    x.type.tensor_type.shape.dim[0].dim_value = dim0
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])
+    y.type.tensor_type.shape.dim[0].dim_value = dim0
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(5, 4, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Unsqueeze", ["x", "zero"], ["x3"]), helper.make_node("Transpose", ["x3"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("Conv", ["xt", "w"], ["c"], kernel_shape=[3], auto_pad="VALID"),
+             helper.make_node("Transpose", ["c"], ["ct"], perm=[0, 2, 1]), helper.make_node("Squeeze", ["ct", "zero"], ["y"])]
+    zero = numpy_helper.from_array(np.array([0], dtype=np.int64), "zero")
+    return _model(nodes, [x], [y], [w, zero])
+
+
+def test_a_batch_the_original_cannot_run_is_said_not_proven_and_a_negative_dim_0_is_the_batch(tmp_path):
+    """tract ``qtdnn_10x5_101_i32_biases``: dim 0 declared -1 was read as static (proved at batch 1 only,
+    where the original's convolution refuses one step: "the proof cannot run"), and shape arithmetic on -1
+    wrote an output dim of -3."""
+    result = fix(_save(_time_conv(-1), tmp_path), tmp_path / "o.onnx")
+    remedies = {r.name: r for r in result.remedies}
+    assert remedies["negative-dims"].status == "applied" and "input 'x' [-1, 4]" in remedies["negative-dims"].detail
+    assert "input 'x' dim 0 (unnamed" in remedies["batch"].detail
+    proof = result.proof
+    assert proof is not None and proof.ok and proof.batches == (3,) and proof.unavailable is None
+    assert set(proof.skipped) == {1} and "cannot run the original at batch 1" in proof.skipped[1]
+    assert "not proven where the original itself cannot run" in proof.message
+    assert result.to_dict()["proof"]["skipped"] == {"1": proof.skipped[1]}
+    shapes = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in onnx.load(tmp_path / "o.onnx").graph.output]
+    assert shapes == [["batch-2", 5]]  # a time axis, honestly not a batch: PORT008 stays
+    assert {f.rule_id for f in result.remaining} == {"PORT008"}
+
+
+def test_a_proof_with_no_batch_the_original_runs_cannot_run(tmp_path):
+    """The same graph with dim 0 fixed at 1: the original runs at no batch, so there is nothing to prove on."""
+    with pytest.raises(FixFailed) as caught:
+        fix(_save(_time_conv(1), tmp_path), tmp_path / "o.onnx")
+    proof = caught.value.result.proof
+    assert proof is not None and not proof.ok and proof.unavailable and "batch 1" in proof.unavailable
+    assert caught.value.exit_code == ExitCode.ERROR and not (tmp_path / "o.onnx").exists()
+
+
+def test_scatter_elements_indices_are_drawn_within_the_data(tmp_path):
+    """burn-onnx ``scatter_elements_max.onnx``: int64 indices into a 3x3 data drawn in [0, 10) broke the proof."""
+    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 3])
+    idx = helper.make_tensor_value_info("indices", TensorProto.INT64, [2, 3])
+    upd = helper.make_tensor_value_info("updates", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])
+    node = helper.make_node("ScatterElements", ["data", "indices", "updates"], ["y"], name="scatter", reduction="max")
+    result = fix(_save(_model([node], [data, idx, upd], [y]), tmp_path), tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok, result.proof.message
+    assert result.proof.constraints == {"indices": ["[0, 3): indices of ScatterElements 'scatter' into axis 0 of size 3"]}
