@@ -180,6 +180,8 @@ def _hint(finding: Any, opset_refusal: str | None) -> str:
 def _written(result: Any) -> str:
     if result.written:
         return f"wrote {result.path} ({(result.fingerprint or '')[:19]}…), manifest {result.manifest_path}"
+    if result.proof is not None and not result.proof.ok:
+        return "nothing written (no proof held: see the proof line)"
     if result.report is not None and result.remaining:
         return "nothing written (--strict: findings remain)"
     return "nothing written"

@@ -99,8 +99,18 @@ class FixResult:
         return self.written and not self.remaining and (self.proof is None or self.proof.ok)
 
     @property
+    def unrunnable_ops(self) -> tuple[str, ...]:
+        """The custom-domain ops left (PORT002) that ONNX Runtime could not load the original for: the proof
+        cannot run because of a finding of the model (exit 1), not of fix or of its input (exit 3)."""
+        why = self.proof.unavailable if self.proof is not None else None
+        if not why or "cannot load the original" not in why:
+            return ()
+        ops = [f.location.op_type for f in self.remaining if f.rule_id == "PORT002" and f.location.op_type]
+        return tuple(op for op in ops if op.rpartition("::")[2] in why or op.partition("::")[0] in why)
+
+    @property
     def exit_code(self) -> ExitCode:
-        if self.proof is not None and self.proof.unavailable:
+        if self.proof is not None and self.proof.unavailable and not self.unrunnable_ops:
             return ExitCode.ERROR
         return ExitCode.OK if self.ok else ExitCode.FINDINGS
 

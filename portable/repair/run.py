@@ -90,7 +90,7 @@ def _proven(stages: contextlib.ExitStack, staged: Staged, result: FixResult, pla
                 proof = _proof(plan, original, staged.readable(), feeds)
     result = _with(result, proof=proof)
     if not proof.ok:
-        raise FixFailed(_proof_message(proof), result)
+        raise FixFailed(_proof_message(proof, result.unrunnable_ops), result)
     return staged, result
 
 
@@ -233,7 +233,11 @@ def precision(proto: onnx.ModelProto) -> str:
     return "bf16" if onnx.TensorProto.BFLOAT16 in types else "fp32"
 
 
-def _proof_message(proof: Proof) -> str:
+def _proof_message(proof: Proof, unrunnable: tuple[str, ...] = ()) -> str:
+    if unrunnable:
+        return (f"the model uses ops ONNX Runtime has no kernel for here ({', '.join(sorted(set(unrunnable)))}: "
+                "PORT002, not fixable automatically), so no proof can run; nothing written (a runtime that has "
+                "them, such as onnxruntime-extensions for ai.onnx.contrib, is needed; --no-verify writes unproven)")
     if proof.random:
         return f"{proof.random}; nothing written (PORT012: export in eval() mode, or --no-verify to write unproven)"
     if proof.unavailable:

@@ -235,3 +235,27 @@ def test_scatter_elements_indices_are_drawn_within_the_data(tmp_path):
     result = fix(_save(_model([node], [data, idx, upd], [y]), tmp_path), tmp_path / "o.onnx")
     assert result.proof is not None and result.proof.ok, result.proof.message
     assert result.proof.constraints == {"indices": ["[0, 3): indices of ScatterElements 'scatter' into axis 0 of size 3"]}
+
+
+def test_a_custom_op_no_runtime_here_has_is_a_finding_exit_1_not_an_error(cli, tmp_path):
+    """onnxruntime-extensions' test models (``ai.onnx.contrib::NegPos``...): ONNX Runtime cannot load the original,
+    so no proof can run, because of the op PORT002 names: a finding of the model (exit 1), not "cannot run" (3)."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("out0", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("NegPos", ["X"], ["out0"], domain="ai.onnx.contrib", name="np")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.contrib", 1)])
+    path = _save(model, tmp_path)
+    with pytest.raises(FixFailed) as caught:
+        fix(path, tmp_path / "o.onnx")
+    assert caught.value.exit_code == ExitCode.FINDINGS and caught.value.result.unrunnable_ops == ("ai.onnx.contrib::NegPos",)
+    assert "no kernel for here (ai.onnx.contrib::NegPos: PORT002" in str(caught.value) and "--inputs" not in str(caught.value)
+    result = cli("fix", str(path), "-o", str(tmp_path / "o.onnx"))
+    assert result.exit_code == 1 and not (tmp_path / "o.onnx").exists()
+    assert "nothing written (no proof held" in result.stdout and "--strict" not in result.stdout
+    # an op ONNX Runtime loads and whose run fails on the seeded inputs (the GQA decoders of onnxruntime-genai)
+    # is not this case: the proof cannot run for want of consistent inputs, exit 3 as before
+    from dataclasses import replace
+
+    ran = replace(caught.value.result.proof, unavailable="ONNX Runtime cannot run the original at batch 1: NegPos: bad input")
+    other = replace(caught.value.result, proof=ran)
+    assert other.unrunnable_ops == () and other.exit_code == ExitCode.ERROR
