@@ -226,14 +226,15 @@ g (float[batch, 64] x) => (float[batch, 64] y) { y = Gelu<approximate = "tanh">(
     assert all(o["elements"] == 64 * b for c, b in zip(result.proof.comparisons, (1, 3)) for o in c["outputs"])
 
 
-def test_an_original_onnx_runtime_cannot_run_is_exit_3_and_nothing_written(tmp_path):
+def test_an_original_onnx_runtime_cannot_load_for_its_custom_op_is_exit_1_and_nothing_written(tmp_path):
     source = tmp_path / "custom.onnx"
     source.write_bytes(onnx.parser.parse_model("""
 <ir_version: 8, opset_import: ["" : 18, "com.acme" : 1]>
 g (float[batch, 4] x) => (float[batch, 4] y) { y = com.acme.Swish(x) }""").SerializeToString())
-    with pytest.raises(FixFailed, match="cannot load the original model") as caught:
+    with pytest.raises(FixFailed, match=r"no kernel for here \(com.acme::Swish: PORT002") as caught:
         fix(source, tmp_path / "out.onnx")
-    assert caught.value.exit_code == ExitCode.ERROR and not (tmp_path / "out.onnx").exists()
+    assert caught.value.exit_code == ExitCode.FINDINGS and not (tmp_path / "out.onnx").exists()
+    assert caught.value.result.proof is not None and "cannot load the original model" in caught.value.result.proof.unavailable
     result = fix(source, tmp_path / "out.onnx", verify=False)
     assert result.written and result.proof is None and "PORT002" in {f.rule_id for f in result.remaining}
 
