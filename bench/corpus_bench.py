@@ -125,7 +125,7 @@ def _commit(executable: Path) -> str | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=os.environ.get("PORTABLE_CORPUS", "/work/shared/corpus"))
-    parser.add_argument("--jobs", type=int, default=2, choices=(1, 2))
+    parser.add_argument("--jobs", type=int, default=2, help="fix processes at a time (2: the CI-sized machine)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--only", type=Path, default=None)
     parser.add_argument("--no-validate", action="store_true")

@@ -16,7 +16,10 @@ pass after ``fix`` with the proof holding. A proof failure is portable's fault u
 Models run in one child process, in order; a model that kills it (a crash in a native
 library) is recorded as such and the child is restarted after it.
 
-    .venv/bin/python bench/fix_bench.py [--node-cases N|all] [--limit N]
+    .venv/bin/python bench/fix_bench.py [--node-cases N|all] [--limit N] [--shard K/N]
+
+``--shard K/N`` runs every N-th model from the K-th (0-based): N shards side by side cover the corpus
+once, each printing its rows (merge them to compare two checkouts model by model).
 """
 
 from __future__ import annotations
@@ -315,6 +318,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--node-cases", default="300", help="backend node test cases to include: N or 'all'")
     parser.add_argument("--limit", type=int, default=None, help="only the first N models (a quick look)")
+    parser.add_argument("--shard", default=None, help="K/N: only models K, K+N, K+2N... (0-based)")
     parser.add_argument("--worker", nargs=2, metavar=("LISTING", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -325,6 +329,9 @@ def main() -> int:
         count = None if args.node_cases == "all" else int(args.node_cases)
         cases = [*_backend_models(folder), *_ort_models(), *_torch_models(folder), *_node_cases(count, folder)]
         cases = cases[:args.limit] if args.limit else cases
+        if args.shard:
+            k, n = (int(part) for part in args.shard.split("/"))
+            cases = cases[k::n]
         start = time.perf_counter()
         rows = run_all(cases, folder)
         wall = round(time.perf_counter() - start, 1)
