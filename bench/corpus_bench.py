@@ -118,6 +118,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _commit(executable: Path) -> str | None:
     """The commit of the checkout whose venv holds ``executable`` (``<checkout>/.venv/bin/portable``)."""
+    if len(executable.parents) < 3:  # a wrapper script, not a checkout's venv
+        return None
     done = subprocess.run(["git", "-C", str(executable.parents[2]), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or None
 
