@@ -190,4 +190,5 @@ _RULES: dict[tuple[str, int], Any] = {
     ("Squeeze", 1): _rank_of(0, "axes"),
     ("CumSum", 1): _rank_of(0, "the axis"),
     ("OneHot", 1): _fixed(1, 10, "a positive depth"),
+    ("Bernoulli", 0): _fixed(0, 1, "probabilities", floats=True),
 }

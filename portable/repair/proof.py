@@ -72,21 +72,25 @@ def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mappi
           feeds: Mapping[str, Any] | None = None) -> Proof:
     """Run both models at each batch size on seeded inputs (or once on ``feeds``, the user's inputs);
     every output must agree."""
+    from portable.runners.constraints import describe
+
     if feeds is not None:
         first = next(iter(feeds.values()), None)
         batches = (int(first.shape[0]) if first is not None and first.ndim else 1,)
+    constraints = {} if feeds is not None else _constraints(source)
+    said = describe(constraints)
     try:
-        return _prove(source, fixed, batches, dims, seed, feeds)
+        return _prove(source, fixed, batches, dims, seed, feeds, constraints)
     except _Unavailable as exc:
-        return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims))
+        return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims), constraints=said)
     except _Failed as exc:
-        return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims))
+        return Proof(False, tuple(batches), float("inf"), str(exc), dims=dict(dims), constraints=said)
     except _Random as exc:
-        return Proof(False, tuple(batches), message=str(exc), dims=dict(dims), random=str(exc))
+        return Proof(False, tuple(batches), message=str(exc), dims=dict(dims), random=str(exc), constraints=said)
 
 
 def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
-           feeds: Mapping[str, Any] | None) -> Proof:
+           feeds: Mapping[str, Any] | None, constraints: Mapping[str, Any]) -> Proof:
     from portable.runners.inputs import as_declared, graph_io, make_feeds
 
     try:
@@ -94,7 +98,6 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
     except PortableError as exc:
         raise _Unavailable(f"the original's inputs cannot be fed: {exc.message}") from None
     sizes = {**_default_sizes(specs), **dims}
-    constraints = {} if feeds is not None else _constraints(source)
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
     rows, skipped = [], {}

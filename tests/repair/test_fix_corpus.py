@@ -259,3 +259,17 @@ def test_a_custom_op_no_runtime_here_has_is_a_finding_exit_1_not_an_error(cli, t
     ran = replace(caught.value.result.proof, unavailable="ONNX Runtime cannot run the original at batch 1: NegPos: bad input")
     other = replace(caught.value.result, proof=ran)
     assert other.unrunnable_ops == () and other.exit_code == ExitCode.ERROR
+
+
+def test_bernoulli_probabilities_are_drawn_in_0_1_and_the_model_is_named_random(tmp_path):
+    """burn-onnx ``opset_compliance/opset_22.onnx``: normal draws fed to a Bernoulli's probabilities ("p < 0, p > 1")
+    kept the proof from running (exit 3); drawn in [0, 1) it runs, and the model is random: a finding, exit 1."""
+    p = helper.make_tensor_value_info("p", TensorProto.FLOAT, [64, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])
+    model = _model([helper.make_node("Bernoulli", ["p"], ["y"], name="coin")], [p], [y], opset=22)
+    with pytest.raises(FixFailed) as caught:
+        fix(_save(model, tmp_path), tmp_path / "o.onnx")
+    proof = caught.value.result.proof
+    assert proof is not None and proof.random and "Bernoulli 'coin'" in proof.random and proof.unavailable is None
+    assert proof.constraints == {"p": ["[0, 1): probabilities of Bernoulli 'coin'"]}
+    assert caught.value.exit_code == ExitCode.FINDINGS
