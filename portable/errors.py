@@ -16,6 +16,7 @@ __all__ = [
     "InternalError",
     "PortableError",
     "UsageError",
+    "failure_record",
     "one_line",
 ]
 
@@ -88,3 +89,12 @@ def one_line(exc: BaseException, *, limit: int = 200, typed: bool = True) -> str
     if not first:
         return name
     return f"{name}: {first}" if typed else first
+
+
+def failure_record(exc: BaseException) -> dict[str, object]:
+    """A run that stopped before any result, for a JSON report: the exit code the process then has (a
+    PortableError's own, 3 for anything else: an internal error), and the error's type and message."""
+    if isinstance(exc, PortableError):
+        return {"exit_code": int(exc.exit_code), "error": {"type": type(exc).__name__, "message": str(exc)}}
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    return {"exit_code": int(ExitCode.ERROR), "error": {"type": "InternalError", "message": message}}

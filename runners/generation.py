@@ -16,10 +16,9 @@ stop): eager, and ``torch.compile``d over a static cache (``cache_implementation
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import InputError, UsageError
+from portable.quiet import quiet_libraries
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "prompt_ids", "torch_generate"]
 
@@ -225,23 +225,6 @@ class _Loop:
         return binding
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """transformers' generation notices (pad token, compile) stay off stderr."""
-    import warnings
-
-    from transformers.utils import logging
-
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logging.set_verbosity(level)
-
-
 def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool = False, device: str = "cpu") -> Trace:
     """The model's own greedy ``generate``: eager (its default cache), or ``torch.compile``d over a
     static cache (transformers compiles the decoding forward; on CPU only when asked, as here)."""
@@ -254,7 +237,7 @@ def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool =
         config = CompileConfig(fullgraph=True, mode="default")
         config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
         options = {"cache_implementation": "static", "compile_config": config}
-    with _quiet_transformers(), torch.no_grad():
+    with quiet_libraries(), torch.no_grad():  # transformers' generation notices (pad token, compile) too
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
                              do_sample=False, eos_token_id=None, pad_token_id=0, output_logits=True,
                              return_dict_in_generate=True, **options)

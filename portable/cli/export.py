@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -58,6 +60,35 @@ def export_json(*, exit_code: int, path: str, report: Any, parity: Any, timings:
             "fingerprint": result.fingerprint if result is not None else None,
             "validation": report.to_dict(), "parity": parity.to_dict() if parity is not None else None,
             "timings": dict(timings)}
+    return json.dumps(data, indent=2)
+
+
+@contextlib.contextmanager
+def _json_on_failure(fmt: str, output: str) -> Iterator[None]:
+    """With ``--format json``, a run stopped by a usage error (2), an unreadable input or an internal error (3)
+    still prints export's one JSON shape, the error in it; the CLI's handler then words it and exits."""
+    try:
+        yield
+    except click.exceptions.Exit:
+        raise
+    except Exception as exc:
+        if fmt == "json":
+            from portable.errors import failure_record
+
+            click.echo(failure_json(output, failure_record(exc)))
+        raise
+
+
+def failure_json(path: str, failure: dict[str, Any]) -> str:
+    """:func:`export_json`'s keys for a run that made no report: nothing validated, verified or written."""
+    from portable._version import __version__
+
+    error = failure["error"]
+    message = error["message"] if isinstance(error, dict) else str(error)
+    data = {"schema_version": EXPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
+            "ok": False, "exit_code": failure["exit_code"], "message": message, "written": False, "path": path,
+            "manifest": None, "fingerprint": None, "validation": None, "parity": None, "timings": {},
+            "error": error}
     return json.dumps(data, indent=2)
 
 
@@ -120,39 +151,40 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
     Verify's tolerances are compare's defaults for the output's dtype; --atol/--rtol replace them
     (as in ``portable compare``). With --task text-generation, SPEC gives a causal LM and -o NAME
     writes NAME.prefill.onnx, NAME.decode.onnx and NAME.textgen.json (batch 1 unless --batch)."""
-    from portable.exporters.api import ExportFailed
-    from portable.exporters.inputs import parse_batch, parse_input
-    from portable.exporters.spec_export import export_spec
-    from portable.progress import Phases
-    from portable.runners.tolerances import parse_overrides
+    with _json_on_failure(fmt, output):
+        from portable.exporters.api import ExportFailed
+        from portable.exporters.inputs import parse_batch, parse_input
+        from portable.exporters.spec_export import export_spec
+        from portable.progress import Phases
+        from portable.runners.tolerances import parse_overrides
 
-    policy = policy_from_options(config, select, ignore, strict)
-    check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
-    specs = [parse_input(i) for i in inputs]
-    tolerances = parse_overrides(atol, rtol)
-    if task == "text-generation":
-        from portable.cli.textgen import export_text_generation
+        policy = policy_from_options(config, select, ignore, strict)
+        check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
+        specs = [parse_input(i) for i in inputs]
+        tolerances = parse_overrides(atol, rtol)
+        if task == "text-generation":
+            from portable.cli.textgen import export_text_generation
 
-        return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
-                                      force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
-                                      quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
-    phases = Phases(quiet or fmt != "text")
-    try:
-        result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
-                             policy=policy, verify=verify, force=force, phases=phases, tolerances=tolerances)
-    except ExportFailed as exc:
-        _refused(exc, fmt, output, phases.timings)
-    for warning in result.parity.warnings if result.parity else ():
-        click.echo(f"portable: warning: parity: {warning}", err=True)
-    if fmt == "json":
-        click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
-                               timings=result.timings, result=result))
-    elif not quiet:
-        counts = result.report.counts
-        click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
-                   f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
-        if result.parity is not None and result.parity.skipped is None:
-            click.echo("\n".join(parity_lines(result.parity)))
+            return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
+                                          force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
+                                          quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
+        phases = Phases(quiet or fmt != "text")
+        try:
+            result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
+                                 policy=policy, verify=verify, force=force, phases=phases, tolerances=tolerances)
+        except ExportFailed as exc:
+            _refused(exc, fmt, output, phases.timings)
+        for warning in result.parity.warnings if result.parity else ():
+            click.echo(f"portable: warning: parity: {warning}", err=True)
+        if fmt == "json":
+            click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
+                                   timings=result.timings, result=result))
+        elif not quiet:
+            counts = result.report.counts
+            click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
+                       f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+            if result.parity is not None and result.parity.skipped is None:
+                click.echo("\n".join(parity_lines(result.parity)))
 
 
 @click.command()

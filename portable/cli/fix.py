@@ -97,14 +97,10 @@ def _batch_warning(batch: str, result: Any) -> None:
 def render_error(model: str, exc: BaseException) -> str:
     """The JSON report of a run that stopped before any result (exit 2 or 3): what and why, with the exit
     code the process then has (a PortableError's own; 3 for an internal error)."""
-    from portable.errors import ExitCode, PortableError
+    from portable.errors import failure_record
 
-    code = int(exc.exit_code) if isinstance(exc, PortableError) else int(ExitCode.ERROR)
-    kind = type(exc).__name__ if isinstance(exc, PortableError) else "InternalError"
-    message = str(exc) if isinstance(exc, PortableError) else f"internal error: {type(exc).__name__}: {exc}"
     data = {"schema_version": FIX_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
-            "source": model, "ok": False, "written": False, "exit_code": code,
-            "error": {"type": kind, "message": message}}
+            "source": model, "ok": False, "written": False, **failure_record(exc)}
     return json.dumps(data, indent=2, sort_keys=True)
 
 

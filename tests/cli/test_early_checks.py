@@ -3,6 +3,7 @@ loaded or the model read; ``--debug`` works after the subcommand too."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,8 @@ def test_export_to_an_unwritable_path_is_exit_2_before_the_spec_is_loaded(cli, m
     spec, marker = marked
     result = cli("export", spec, "-o", where, "--format", "json")
     _refused(result, where)
-    assert not marker.exists() and result.stdout == ""
+    assert not marker.exists()
+    assert json.loads(result.stdout)["exit_code"] == 2  # --format json: the JSON shape, with the error in it
 
 
 def test_compare_report_and_output_are_checked_before_the_run(cli, marked, tmp_path):

@@ -39,3 +39,20 @@ def test_export_prints_text_or_json_only(cli, tmp_path):
     result = cli("export", SPEC, "-o", str(tmp_path / "m.onnx"), "--format", "sarif")
     assert result.exit_code == 2 and "'sarif' is not one of 'text', 'json'" in result.output
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_a_run_stopped_before_a_report_still_prints_the_json_shape_with_its_exit_code(cli, tmp_path):
+    """``--format json`` on exit 2 (a usage error) and exit 3 (an unreadable SPEC): one JSON object with the
+    process's exit code and the error, the same keys as a report plus ``error``; stderr still words it once."""
+    written = json.loads(cli("export", SPEC, "-o", str(tmp_path / "ok.onnx"), "--format", "json").stdout)
+    usage = cli("export", SPEC, "-o", "/sys/x.onnx", "--format", "json")
+    missing = cli("export", str(tmp_path / "none.py:build"), "-o", str(tmp_path / "m.onnx"), "--format", "json")
+    for result, code in ((usage, 2), (missing, 3)):
+        assert result.exit_code == code, result.output
+        data = json.loads(result.stdout)
+        assert data["exit_code"] == code and data["ok"] is False and data["written"] is False
+        assert set(data) == set(written) | {"error"} and data["message"] == data["error"]["message"]
+        assert result.stderr.count("\n") == 1
+    assert "cannot write" in json.loads(usage.stdout)["message"]
+    assert "none.py" in json.loads(missing.stdout)["message"]
+    assert cli("export", SPEC, "-o", "/sys/x.onnx").stdout == ""  # text: nothing on stdout, the error on stderr
