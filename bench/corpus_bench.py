@@ -118,7 +118,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _commit(executable: Path) -> str | None:
     """The commit of the checkout whose venv holds ``executable`` (``<checkout>/.venv/bin/portable``)."""
-    if len(executable.parents) < 3:  # a wrapper script, not a checkout's venv
+    if executable.parent.name != "bin" or executable.parents[1].name != ".venv":  # a wrapper, not a venv's
         return None
     done = subprocess.run(["git", "-C", str(executable.parents[2]), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or None
@@ -127,7 +127,8 @@ def _commit(executable: Path) -> str | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=os.environ.get("PORTABLE_CORPUS", "/work/shared/corpus"))
-    parser.add_argument("--jobs", type=int, default=2, help="fix processes at a time (2: the CI-sized machine)")
+    parser.add_argument("--jobs", type=lambda v: max(1, int(v)), default=2,
+                        help="fix processes at a time (2: the CI-sized machine; at least 1)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--only", type=Path, default=None)
     parser.add_argument("--no-validate", action="store_true")

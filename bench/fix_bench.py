@@ -314,6 +314,14 @@ def _by_source(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
+def _shard(text: str) -> slice:
+    """``K/N`` (0 <= K < N): every N-th model from the K-th."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and int(k) < int(n)):
+        raise SystemExit(f"--shard {text!r}: expected K/N with 0 <= K < N")
+    return slice(int(k), None, int(n))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--node-cases", default="300", help="backend node test cases to include: N or 'all'")
@@ -330,8 +338,7 @@ def main() -> int:
         cases = [*_backend_models(folder), *_ort_models(), *_torch_models(folder), *_node_cases(count, folder)]
         cases = cases[:args.limit] if args.limit else cases
         if args.shard:
-            k, n = (int(part) for part in args.shard.split("/"))
-            cases = cases[k::n]
+            cases = cases[_shard(args.shard)]
         start = time.perf_counter()
         rows = run_all(cases, folder)
         wall = round(time.perf_counter() - start, 1)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["DEGENERATE_RMS", "LIVE_RUNTIMES", "REFERENCE_CAP_S", "bare_export", "count_ops", "degenerate", "feeds_like",
-           "leaves", "parity", "runtimes", "simplified", "targets"]
+           "leaves", "no_runtimes", "parity", "runtimes", "simplified", "targets"]
 
 LIVE_RUNTIMES = ("openvino", "tract", "reference")  # issue 21: each against eager PyTorch, batch 1 and 3
 REFERENCE_CAP_S = 60.0  # ONNX's reference evaluator per batch; beyond it the cell says "timed out"
@@ -96,6 +96,12 @@ def runtimes(module: Any, args: Sequence[Any], path: Path, batches: Sequence[int
                      "max_abs": max((r.max_abs for r in mine if r.max_abs is not None), default=None),
                      "error": next((r.error for r in mine if r.error), None), "load_s": mine[0].load_seconds if mine else None}
     return out
+
+
+def no_runtimes(error: str) -> dict[str, Any]:
+    """The live cell of a model whose runtimes were not measured (the worker died, the re-export failed)."""
+    cell = {"status": "not measured", "version": None, "max_abs": None, "error": error, "load_s": None}
+    return {"seconds": 0, "versus": None, "error": error, **{name: dict(cell) for name in LIVE_RUNTIMES}}
 
 
 def simplified(path: Path) -> dict[str, Any]:

@@ -311,15 +311,17 @@ def live_table(records: Sequence[dict[str, Any]]) -> list[str]:
             + f" | {live.get('seconds', 0):.0f} |" for r, live in rows]
     counts = []
     for n in LIVE_NAMES:
-        ran = [live[n] for _, live in rows if live.get(n, {}).get("status") not in (None, "not installed", "timed out")]
+        skipped = (None, "not installed", "timed out", "not measured")
+        ran = [live[n] for _, live in rows if live.get(n, {}).get("status") not in skipped]
         counts.append(f"{sum(x['status'] == 'pass' for x in ran)}/{len(ran)}")
     total = "| **loads and matches** (of those that finished) | " + " | ".join(counts) + " | |"
     failures = [f for r, _ in rows for n in LIVE_NAMES if (f := live_failure(r, n))]
     listed = [f"- {f['model']} on {f['runtime']}: {f['status']}, {'predicted by' if f['predicted'] else 'NOT predicted by'}"
               f" the offline profile: {f['error'][:240]}" for f in failures]
     unpredicted = sum(not f["predicted"] for f in failures)
+    unmeasured = [f"- {r['name']}: not measured: {live['error'][:240]}" for r, live in rows if live.get("error")]
     return [LIVE_ABOUT, head, *body, total, "", f"Live failures: {len(failures)}, not predicted offline: {unpredicted}.",
-            "", *listed]
+            "", *listed, *unmeasured]
 
 
 QUANTIZED_ABOUT = """\

@@ -51,7 +51,9 @@ def run_live(entry: Entry, timeout: int | None = None) -> dict[str, Any]:
     before = json.loads(out.read_text())
     died = _work(entry, out, timeout, ["--live-only"])
     if died is not None:  # the cached record stays; its live cell says how the worker died
-        before.setdefault("dynamic", {}).setdefault("file", {})["runtimes"] = {"error": died}
+        from bench.zoo.measure import no_runtimes
+
+        before.setdefault("dynamic", {}).setdefault("file", {})["runtimes"] = no_runtimes(died)
         out.write_text(json.dumps(before, indent=1) + "\n")
     return json.loads(out.read_text())
 

@@ -122,9 +122,12 @@ def run_live(entry: Entry, folder: Path, record: dict[str, Any]) -> dict[str, An
     the same seeded build and export as :func:`run_entry`, none of its other measurements."""
     built = _built(entry)
     path = folder / "dynamic.onnx"
-    if record.get("dynamic", {}).get("ok") and portable_export(built, path, "dynamic")["ok"]:
-        record["dynamic"].setdefault("file", {})["runtimes"] = _guard(
-            lambda: measure.runtimes(built.module, built.args, path, (1, 3)))
+    if not record.get("dynamic", {}).get("ok"):
+        return record  # no portable file: no live cell, as in run_entry
+    export = portable_export(built, path, "dynamic")
+    file = record["dynamic"].setdefault("file", {})
+    file["runtimes"] = (_guard(lambda: measure.runtimes(built.module, built.args, path, (1, 3))) if export["ok"]
+                        else measure.no_runtimes(f"the re-export failed: {export.get('message', '')[:200]}"))
     return record
 
 

@@ -69,8 +69,8 @@ def _json_on_failure(fmt: str, output: str) -> Iterator[None]:
     still prints export's one JSON shape, the error in it; the CLI's handler then words it and exits."""
     try:
         yield
-    except click.exceptions.Exit:
-        raise
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise  # click's own: it words them and exits (2 for its usage errors), as the CLI's handler lets it
     except Exception as exc:
         if fmt == "json":
             from portable.errors import failure_record

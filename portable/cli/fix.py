@@ -148,8 +148,16 @@ def _proof_line(proof: Any) -> str:
         return (f"proof: holds at batch {batches}: {proof.message} (the original run by onnx.reference, "
                 f"the fixed model by {fixed})\n  why: {proof.original_runtime.partition(' (')[2][:-1]}")
     if proof.ok:
-        return f"proof: holds at batch {batches}: {proof.message} (ONNX Runtime, original vs fixed)"
+        return f"proof: holds at batch {batches}: {proof.message} (ONNX Runtime, original vs fixed)" + _skipped(proof)
     return f"proof: {'cannot run' if proof.unavailable else 'FAILED'} at batch {batches}: {proof.message}"
+
+
+def _skipped(proof: Any) -> str:
+    if not proof.skipped:
+        return ""
+    sizes = ", ".join(str(b) for b in proof.skipped)
+    return (f"\n  dim 0 is not a free batch: the original itself does not run at batch {sizes} (exit 1; "
+            "--batch N fixes the size it runs at)")
 
 
 def _remaining(result: Any) -> list[str]:

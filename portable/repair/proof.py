@@ -91,6 +91,7 @@ def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mappi
 
 def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
            feeds: Mapping[str, Any] | None, constraints: Mapping[str, Any]) -> Proof:
+    from portable.runners.constraints import describe
     from portable.runners.inputs import as_declared, graph_io, make_feeds
 
     try:
@@ -114,8 +115,6 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
     message = "; ".join(r["message"] for r in bad) or f"max |fixed - original| = {worst:.3g}"
     if skipped:
         message += "; not proven where the original itself cannot run: " + "; ".join(skipped.values())
-    from portable.runners.constraints import describe
-
     return Proof(not bad, tuple(r["batch"] for r in rows), worst, message, None, sizes, tuple(rows), runtime,
                  fixed_runtime, describe(constraints), skipped=skipped)
 

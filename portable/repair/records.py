@@ -96,7 +96,10 @@ class FixResult:
 
     @property
     def ok(self) -> bool:
-        return self.written and not self.remaining and (self.proof is None or self.proof.ok)
+        """Written, honouring the contract, and proven at every batch the proof tried: a batch size the original
+        itself cannot run at (``proof.skipped``) means dim 0 is not a free batch, a finding (exit 1)."""
+        proven = self.proof is None or (self.proof.ok and not self.proof.skipped)
+        return self.written and not self.remaining and proven
 
     @property
     def unrunnable_ops(self) -> tuple[str, ...]:
@@ -105,8 +108,9 @@ class FixResult:
         why = self.proof.unavailable if self.proof is not None else None
         if not why or "cannot load the original" not in why:
             return ()
+        ort = why.split("; nor can onnx.reference")[0]  # ONNX Runtime's words alone, not the fallback's
         ops = [f.location.op_type for f in self.remaining if f.rule_id == "PORT002" and f.location.op_type]
-        return tuple(op for op in ops if op.rpartition("::")[2] in why or op.partition("::")[0] in why)
+        return tuple(op for op in ops if _unloadable(op, ort))
 
     @property
     def exit_code(self) -> ExitCode:
@@ -134,9 +138,19 @@ class FixResult:
         }
 
 
+def _unloadable(op: str, ort: str) -> bool:
+    """Whether ONNX Runtime's load error ``ort`` says it has nothing for ``op`` (``domain::name``): its own
+    phrases for an unknown domain, an unregistered op or a missing kernel, naming that domain or op."""
+    domain, _, name = op.partition("::")
+    if f"No opset import for domain '{domain}'" in ort:
+        return True
+    return name in ort and ("is not a registered function/op" in ort or f"implementation for {name}(" in ort)
+
+
 class FixFailed(FindingsError):
     """Nothing was written: a refused remedy, a failed proof (exit 1), or a proof the original
-    cannot run (exit 3). ``result`` holds what was done and found up to there."""
+    cannot run (exit 3; exit 1 when a custom-domain op ONNX Runtime cannot load is why, see
+    :attr:`FixResult.unrunnable_ops`). ``result`` holds what was done and found up to there."""
 
     def __init__(self, message: str, result: FixResult) -> None:
         super().__init__(message, path=str(result.source))

@@ -247,7 +247,7 @@ def _negative_detail(model: ir.Model) -> str:
     io = [("input", v) for v in model.graph.inputs] + [("output", v) for v in model.graph.outputs]
     named = [f"{role} '{v.name}' {_shape(v.shape)}" for role, v in io
              if v.shape is not None and any(isinstance(d, int) and d < 0 for d in v.shape)]
-    return "-1 -> unknown in " + ", ".join(named) if named else "negative dims of intermediate values -> unknown"
+    return "negative dims -> unknown in " + ", ".join(named) if named else "negative dims of intermediate values -> unknown"
 
 
 def check_dims(plan: Plan, model: ir.Model) -> None:

@@ -273,3 +273,31 @@ def test_bernoulli_probabilities_are_drawn_in_0_1_and_the_model_is_named_random(
     assert proof is not None and proof.random and "Bernoulli 'coin'" in proof.random and proof.unavailable is None
     assert proof.constraints == {"p": ["[0, 1): probabilities of Bernoulli 'coin'"]}
     assert caught.value.exit_code == ExitCode.FINDINGS
+
+
+def test_a_dim_0_the_original_runs_at_one_size_only_is_not_a_batch_exit_1(cli, tmp_path):
+    """``x[N, 4]`` reshaped to a constant ``[1, 4]``: the original runs at batch 1 only. Proven there, the
+    fixed file would declare a dynamic batch that fails at 3: not ``ok``, exit 1, and the text says why."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    shape = numpy_helper.from_array(np.array([1, 4], dtype=np.int64), "shape")
+    path = _save(_model([helper.make_node("Reshape", ["x", "shape"], ["y"])], [x], [y], [shape]), tmp_path)
+    result = fix(path, tmp_path / "o.onnx")
+    assert result.proof is not None and result.proof.ok and result.proof.batches == (1,) and set(result.proof.skipped) == {3}
+    assert not result.ok and result.exit_code == ExitCode.FINDINGS and not result.remaining
+    text = cli("fix", str(path), "-o", str(tmp_path / "c.onnx"), "--force")
+    assert text.exit_code == 1 and "dim 0 is not a free batch: the original itself does not run at batch 3" in text.stdout
+
+
+def test_an_op_ort_lacks_beside_a_custom_op_it_has_is_not_blamed_on_the_custom_op(tmp_path):
+    """``Tan`` in float64 (no ONNX Runtime CPU kernel) feeding ``com.microsoft::Gelu`` (which it has): the load
+    fails for Tan, so the proof cannot run (exit 3); PORT002's Gelu is not named as the cause."""
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 3])
+    nodes = [helper.make_node("Tan", ["x"], ["t"]), helper.make_node("Gelu", ["t"], ["y"], domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(FixFailed) as caught:
+        fix(_save(model, tmp_path), tmp_path / "o.onnx")
+    assert "Tan" in (caught.value.result.proof.unavailable or "")
+    assert caught.value.result.unrunnable_ops == () and caught.value.exit_code == ExitCode.ERROR

@@ -234,7 +234,7 @@ def test_a_reference_that_fails_is_the_reports_error_not_a_crash(cnn_onnx: Path)
     assert _statuses(report) == {("ort", 1): "not compared"}
 
 
-def test_runtimes_are_judged_by_the_float64_noise_floor_as_verify_is(tmp_path: Path) -> None:
+def test_runtimes_are_judged_by_the_float64_noise_floor_as_verify_is(tmp_path: Path, monkeypatch: Any) -> None:
     """fixtures/models/deep_mlp.py: fp32 arithmetic alone errs past atol 1e-4, so ONNX Runtime and the reference
     evaluator pass only by the float64 noise floor; with the bounds given (no calibration), or a weight scaled by
     1.01, they fail."""
@@ -256,6 +256,12 @@ def test_runtimes_are_judged_by_the_float64_noise_floor_as_verify_is(tmp_path: P
     strict = compare_runtimes(path, "ort", module=loaded.module, example_inputs=loaded.example_inputs,
                               tolerances=ToleranceTable(atol=1e-4, rtol=1e-3))
     assert {r.status for r in strict.records} == {"fail"} and strict.notes[0].startswith("--atol/--rtol as given")
+    # the same default bounds without the float64 run: refused, so the floor is what passed them above
+    with monkeypatch.context() as patched:
+        patched.setattr("portable.runners.torch_runners.float64_reference",
+                        lambda *a, **k: (None, "default tolerances only (switched off)"))
+        bare = compare_runtimes(path, "ort", module=loaded.module, example_inputs=loaded.example_inputs)
+    assert {r.status for r in bare.records} == {"fail"} and bare.notes == ("default tolerances only (switched off)",)
     with torch.no_grad():
         loaded.module.body[0].weight.mul_(1.01)
     wrong = compare_runtimes(path, "ort", module=loaded.module, example_inputs=loaded.example_inputs)

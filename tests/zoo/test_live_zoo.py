@@ -38,3 +38,17 @@ def test_a_parity_miss_is_never_predicted_and_a_pass_is_no_failure() -> None:
     assert report.live_failure(rec, "openvino")["predicted"] is False
     assert report.live_failure(rec, "reference") is None
     assert "| m | **fail** (**not predicted**) | – | ok (1.0e-07) |" in "\n".join(report.live_table([rec]))
+
+
+def test_a_model_whose_runtimes_were_not_measured_keeps_its_row_and_says_why() -> None:
+    """A ``--live-only`` worker that died (or a re-export that failed): the row stays, each cell says ``not
+    measured``, the totals leave it out like a time-out, and the reason is listed."""
+    from bench.zoo.measure import no_runtimes
+
+    died = {"name": "m", "dynamic": {"file": {"runtimes": no_runtimes("timed out after 900 s"), "targets": {}}}}
+    fine = _record({"openvino": {"status": "pass", "max_abs": 1e-6}}, {})
+    fine["name"] = "n"
+    text = "\n".join(report.live_table([died, fine]))
+    assert "| m | not measured | not measured | not measured |" in text
+    assert "- m: not measured: timed out after 900 s" in text
+    assert "| **loads and matches** (of those that finished) | 1/1 | 0/0 | 1/1 | |" in text
