@@ -74,7 +74,7 @@ def test_export_killed_mid_write_leaves_no_file(sig, tmp_path):
         partial = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
         assert partial and partial[0].stat().st_size > 0  # mid-write: a temporary file with bytes
         child.send_signal(sig)
-        assert child.wait(timeout=60) != 0
+        assert child.wait(timeout=300) != 0  # a ceiling for a hang, not a timing: a loaded machine reaps slowly
     finally:
         child.kill()
     assert not target.exists()
