@@ -53,7 +53,7 @@ from portable.runners.timing import (
     warm_up,
 )
 from portable.runners.tolerances import ToleranceTable
-from portable.runners.torch_runners import CompiledRunner, EagerRunner, float64_reference, structured, tf32_mode
+from portable.runners.torch_runners import CompiledRunner, EagerRunner, float64_outputs, structured, tf32_mode
 
 if TYPE_CHECKING:
     import torch
@@ -246,17 +246,9 @@ def _compare_all(plan: _Plan, outputs: Outputs, tolerances: ToleranceTable) -> t
 def _calibrate(plan: _Plan, module: Any, table: ToleranceTable, examples: Sequence[Any] | None, say: Progress) -> None:
     """The reference once in float64 at each batch, before the other runners load: the noise floor that
     judges fp32 arithmetic as export's verify judges it (``plan.exact``; ``setup.float64`` says how it went)."""
-    double, note = float64_reference(module, [o.dtype for o in plan.outputs], table.given, device=plan.device,
-                                     examples=examples if structured(examples) else None)
-    if double is not None:
-        say("the reference in float64 (the noise floor of fp32 arithmetic)")
-        try:
-            plan.exact.update({b: double.infer(feeds) for b, feeds in plan.feeds.items()})
-        except RunnerFailed as exc:  # an op without a float64 kernel, say
-            plan.exact.clear()
-            note = f"default tolerances only: PyTorch in float64 failed ({exc})"
-        finally:
-            double.unload()
+    exact, note = float64_outputs(module, [o.dtype for o in plan.outputs], table.given, plan.feeds,
+                                  device=plan.device, examples=examples if structured(examples) else None, say=say)
+    plan.exact.update(exact)
     plan.setup["float64"] = note
 
 

@@ -321,19 +321,11 @@ def _expected(module: Any, plan: _Plan, ran: Mapping[str, tuple[Any, ...]], say:
 def _calibrate(module: Any, plan: _Plan, examples: Sequence[Any] | None, say: Progress) -> None:
     """Eager PyTorch once more in float64 (``plan.exact``): every runtime's float32 outputs are then judged
     against fp32 arithmetic's own error too, as export's verify and ``compare`` judge ONNX Runtime."""
-    from portable.runners.torch_runners import float64_reference
+    from portable.runners.torch_runners import float64_outputs
 
-    double, note = float64_reference(module, plan.dtypes, plan.table.given, examples=examples)
-    if double is not None:
-        say("running eager PyTorch in float64 (the noise floor of fp32 arithmetic)")
-        try:
-            plan.exact.update({b: double.infer(f) for b, f in plan.feeds.items()})
-            note = "float64 reference: ran (each runtime judged against PyTorch fp32's own error too)"
-        except RunnerFailed as exc:  # an op without a float64 kernel, say
-            plan.exact.clear()
-            note = f"default tolerances only: PyTorch in float64 failed ({exc})"
-        finally:
-            double.unload()
+    exact, note = float64_outputs(module, plan.dtypes, plan.table.given, plan.feeds, examples=examples,
+                                  judged="each runtime", say=say)
+    plan.exact.update(exact)
     plan.notes.append(note)
 
 

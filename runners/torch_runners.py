@@ -18,7 +18,7 @@ import numpy as np
 from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 
-__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "ExampleArgs", "Float64Runner", "float64_reference",
+__all__ = ["COMPILE_MODES", "CompiledRunner", "EagerRunner", "ExampleArgs", "Float64Runner", "float64_outputs", "float64_reference",
            "structured", "tf32_mode"]
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
@@ -194,6 +194,25 @@ def float64_reference(module: Any, dtypes: Sequence[str], tolerances_given: bool
     except Exception as exc:  # noqa: BLE001 - a module that will not copy or convert: the tolerances alone
         return None, f"default tolerances only: the float64 copy failed ({one_line(exc, limit=200)})"
     return runner, "float64 reference: ran (ONNX Runtime judged against PyTorch fp32's own error too)"
+
+
+def float64_outputs(module: Any, dtypes: Sequence[str], tolerances_given: bool, feeds: Any, *, device: str = "cpu",
+                    examples: Any = None, judged: str = "ONNX Runtime",
+                    say: Any = None) -> tuple[dict[int, list[np.ndarray]], str]:
+    """:func:`float64_reference` run on ``feeds`` (batch -> feeds) and unloaded: its outputs per batch (none
+    when it does not apply or an op has no float64 kernel) and the note that says how it went."""
+    double, note = float64_reference(module, dtypes, tolerances_given, device=device, examples=examples)
+    if double is None:
+        return {}, note
+    if say is not None:
+        say("the reference in float64 (the noise floor of fp32 arithmetic)")
+    try:
+        exact = {b: double.infer(f) for b, f in feeds.items()}
+    except RunnerFailed as exc:  # an op without a float64 kernel, say
+        return {}, f"default tolerances only: PyTorch in float64 failed ({exc})"
+    finally:
+        double.unload()
+    return exact, f"float64 reference: ran ({judged} judged against PyTorch fp32's own error too)"
 
 
 class CompiledRunner(EagerRunner):
