@@ -63,10 +63,17 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--exclude", multiple=True, metavar="OP|NODE",
               help="Keep these op types or nodes in float (comma-separated, repeatable; op:TYPE and node:NAME say "
                    "which, a bare value is an op type if the model has it, else a node name).")
-@click.option("--min-sqnr", type=float, default=None, metavar="DB",
-              help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written.")
-@click.option("--max-top1-drop", type=float, default=None, metavar="PCT",
+@click.option("--min-sqnr", type=float, multiple=True, metavar="DB",
+              help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written. "
+                   "With no budget, the floor is 20 dB and 90 % top-1 agreement; --min-sqnr 0 writes what the "
+                   "quantizer gives.")
+@click.option("--max-top1-drop", type=float, multiple=True, metavar="PCT",
               help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
+@click.option("--search-limit", type=click.IntRange(min=0), default=16, show_default=True,
+              help="With a budget: keep up to this many of the most sensitive nodes in float until it holds "
+                   "(0: no search).")
+@click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
+              help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
 @click.option("--no-latency", is_flag=True, help="Skip the float-vs-int8 latency measurement.")
 @click.option("--duration-ms", default=1000.0, show_default=True, type=click.FloatRange(min=0),
               help="Least timed duration per model (after the warm-up).")
@@ -81,7 +88,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, samples: int | None,
              eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
              activations: str | None, weights: str | None, per_channel: bool | None, method: str | None,
-             exclude: tuple[str, ...], min_sqnr: float | None, max_top1_drop: float | None, no_latency: bool,
+             exclude: tuple[str, ...], min_sqnr: tuple[float, ...], max_top1_drop: tuple[float, ...],
+             search_limit: int, bias_correction: bool, no_latency: bool,
              duration_ms: float, warmup_max_ms: float, no_per_node: bool, force: bool, fmt: str, config: str | None,
              quiet: bool) -> None:
     """Quantize MODEL (portable, float) to 8-bit QDQ with ONNX Runtime's quantization tooling.
@@ -106,7 +114,9 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
                               samples=samples or DEFAULT_SAMPLES, eval_samples=eval_samples, batch=batch, seed=seed,
                               target=target, activations=activations, weights=weights, per_channel=per_channel,
                               method=method, exclude=[e for item in exclude for e in item.split(",")],
-                              int_ranges=_int_ranges(int_range), min_sqnr=min_sqnr, max_top1_drop=max_top1_drop,
+                              int_ranges=_int_ranges(int_range), min_sqnr=_once("--min-sqnr", min_sqnr),
+                              max_top1_drop=_once("--max-top1-drop", max_top1_drop), search_limit=search_limit,
+                              bias_correction=bias_correction,
                               latency=not no_latency, timing=_timing(duration_ms, warmup_max_ms),
                               per_node=not no_per_node, policy=load_policy(config),
                               force=force, quiet=quiet or fmt != "text")
@@ -117,6 +127,13 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
     if fmt == "json" or not quiet:
         click.echo(render_json(result) if fmt == "json" else render_text(result))
     raise click.exceptions.Exit(int(result.exit_code))
+
+
+def _once(flag: str, values: tuple[float, ...]) -> float | None:
+    """A budget's value; given twice it is a usage error, not the last one silently."""
+    if len(values) > 1:
+        raise UsageError(f"{flag} given {len(values)} times ({', '.join(f'{v:g}' for v in values)}): give it once")
+    return values[0] if values else None
 
 
 def _timing(duration_ms: float, warmup_max_ms: float) -> Any:
@@ -139,6 +156,7 @@ def render_text(result: Any) -> str:
     lines = [f"portable quantize: {result.source} -> {result.path}", "", *_settings(result.settings),
              f"  calibration: {result.calibration.count} samples, {result.calibration.source}",
              f"  held out:    {result.held_out.count} samples, {result.held_out.source}"]
+    lines += _passes(result)
     lines += [f"  note: {n}" for n in result.notes]
     lines += ["", *_accuracy(result), *_nodes(result), *_latency(result), "", _verdict(result)]
     return "\n".join(lines)
@@ -157,6 +175,25 @@ def _settings(settings: Any) -> list[str]:
             f"  defaults from: {settings.target.source}"]
 
 
+def _passes(result: Any) -> list[str]:
+    lines = []
+    corrected = result.passes.get("bias_correction")
+    if corrected:
+        lines.append(f"  bias correction: {corrected['corrected_layers']} Conv/Gemm layer(s) "
+                     f"(largest mean shift taken out {corrected['largest_shift']:.3g})")
+    found = result.search
+    if found is not None and found.kept_float:
+        state = "met" if found.met else "NOT met"
+        lines.append(f"  precision search: {len(found.kept_float)} node(s) kept in float, budgets {state} after "
+                     f"{found.trials} trial(s): {', '.join(found.kept_float)}")
+    elif found is not None and found.tried:
+        lines.append(f"  precision search: up to {len(found.tried)} node(s) in float did not meet the budgets; none "
+                     f"kept (tried {', '.join(found.tried)})")
+    elif found is not None:
+        lines.append("  precision search: every node int8 met the budgets")
+    return lines
+
+
 def _db(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} dB"
 
@@ -166,9 +203,10 @@ def _accuracy(result: Any) -> list[str]:
     for a in result.accuracy:
         top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
         lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12}")
+    kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"
-        lines.append(f"  budget {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})")
+        lines.append(f"  {kind} {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})")
     return lines
 
 
@@ -199,4 +237,7 @@ def _verdict(result: Any) -> str:
         lines = ["nothing written: the quantized model fails the contract:"]
         lines += [f"  {f.rule_id} {f.location.describe()}: {f.message} (fix: {f.hint})" for f in result.findings]
         return "\n".join(lines)
+    if result.budgets.floor:
+        return ("nothing written: below the default floor (20 dB SQNR, 90 % top-1 agreement); give a budget "
+                "(--min-sqnr/--max-top1-drop) to search, or --min-sqnr 0 to write it as it is")
     return "nothing written: an accuracy budget is exceeded"

@@ -8,9 +8,9 @@ from typing import Any
 
 from portable.errors import UsageError
 from portable.policy import Policy, load_policy
-from portable.quantization.plan import DEFAULT_BATCH, DEFAULT_EVAL_SAMPLES, DEFAULT_SAMPLES, Plan
+from portable.quantization.plan import DEFAULT_BATCH, DEFAULT_EVAL_SAMPLES, DEFAULT_SAMPLES, DEFAULT_SEARCH_LIMIT, Plan
 from portable.quantization.result import QuantizeFailed, QuantizeResult
-from portable.quantization.settings import Budgets, resolve_settings
+from portable.quantization.settings import DEFAULT_FLOOR, Budgets, resolve_settings
 
 __all__ = ["DEFAULT_BATCH", "DEFAULT_EVAL_SAMPLES", "DEFAULT_SAMPLES", "QuantizeFailed", "QuantizeResult", "quantize"]
 
@@ -21,9 +21,18 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _search_limit(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"search_limit must be 0 or more, got {value!r}")
+    return value
+
+
 def _budgets(min_sqnr: float | None, max_top1_drop: float | None) -> Budgets:
+    """The user's budgets; with neither given, the default floor (a result below it is not written)."""
     if max_top1_drop is not None and not 0 <= max_top1_drop <= 100:
         raise UsageError(f"--max-top1-drop {max_top1_drop}: a percentage, 0 to 100")
+    if min_sqnr is None and max_top1_drop is None:
+        return DEFAULT_FLOOR
     return Budgets(min_sqnr, max_top1_drop)
 
 
@@ -35,7 +44,8 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              int_ranges: Mapping[str, tuple[int, int]] | None = None, min_sqnr: float | None = None,
              max_top1_drop: float | None = None, latency: bool = True, per_node: bool = True,
              timing: Any = None, policy: Policy | None = None, force: bool = False,
-             quiet: bool = True) -> QuantizeResult:
+             quiet: bool = True, bias_correction: bool = True,
+             search_limit: int = DEFAULT_SEARCH_LIMIT) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
     Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
@@ -43,7 +53,11 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     seeded ones (``eval_samples`` more held out). ``target`` picks the defaults of
     :data:`portable.quantization.targets.TARGETS`; ``activations``, ``weights``, ``per_channel``
     and ``method`` override them. ``min_sqnr`` (dB, every output) and ``max_top1_drop`` (%, every
-    output shaped ``[batch, classes]``) are budgets.
+    output shaped ``[batch, classes]``) are budgets; given one, the precision search keeps up to
+    ``search_limit`` of the most sensitive nodes in float until they hold
+    (:mod:`portable.quantization.search`). With neither, the default floor applies
+    (:data:`portable.quantization.settings.DEFAULT_FLOOR`: 20 dB, 90 % top-1 agreement) and no
+    search runs. ``bias_correction`` runs :mod:`portable.quantization.correction` first.
 
     Returns the result once written. Raises :class:`QuantizeFailed` (exit 1, nothing written) when
     the quantized model fails the contract or a budget; :class:`portable.errors.UsageError` (exit
@@ -54,10 +68,10 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
 
     plan = Plan(Path(model), Path(output),
                 resolve_settings(target, activations=activations, weights=weights, per_channel=per_channel,
-                                 method=method, exclude=exclude),
+                                 method=method, exclude=exclude, bias_correction=bias_correction),
                 _budgets(min_sqnr, max_top1_drop), policy or load_policy(),
                 Path(calibration) if calibration is not None else None,
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),
                 _positive("eval_samples", eval_samples), _positive("batch", batch), int(seed), dict(int_ranges or {}),
-                latency, per_node, timing)
+                latency, per_node, timing, _search_limit(search_limit))
     return run(plan, quiet=quiet, force=force)

@@ -9,10 +9,11 @@ from typing import Any
 from portable.policy import Policy
 from portable.quantization.settings import Budgets, Settings
 
-__all__ = ["DEFAULT_BATCH", "DEFAULT_EVAL_SAMPLES", "DEFAULT_SAMPLES", "Plan"]
+__all__ = ["DEFAULT_BATCH", "DEFAULT_EVAL_SAMPLES", "DEFAULT_SAMPLES", "DEFAULT_SEARCH_LIMIT", "Plan"]
 
 DEFAULT_SAMPLES = 64  # seeded calibration samples
 DEFAULT_EVAL_SAMPLES = 256  # held-out samples the accuracy is measured on
+DEFAULT_SEARCH_LIMIT = 16  # nodes the precision search may keep in float (portable.quantization.search)
 DEFAULT_BATCH = 8  # samples per run of a dynamic-batch model, and the batch its latency is timed at
 
 
@@ -35,3 +36,4 @@ class Plan:
     latency: bool
     per_node: bool
     timing: Any = None  # runners.timing.TimingConfig; None: its defaults
+    search_limit: int = DEFAULT_SEARCH_LIMIT  # most nodes the precision search keeps in float (0: no search)

@@ -14,6 +14,7 @@ import contextlib
 import io
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from portable.errors import InternalError, UsageError, one_line
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import Settings
 
-__all__ = ["exclusions", "quantize_file"]
+__all__ = ["Quantized", "exclusions", "quantize_file"]
 
 _TYPES = {"uint8": "QUInt8", "int8": "QInt8"}
 _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -76,7 +77,27 @@ def _arguments(settings: Settings, proto: onnx.ModelProto) -> dict[str, Any]:
             "extra_options": dict(settings.extra)}
 
 
-def quantize_file(source: Path, settings: Settings, calibration: Samples) -> onnx.ModelProto:
+@dataclass(frozen=True)
+class Quantized:
+    """The QDQ model, and what the passes before ONNX Runtime's quantizer did to the float one."""
+
+    proto: onnx.ModelProto
+    passes: dict[str, Any] = field(default_factory=dict)
+
+
+def _corrected(source: Path, settings: Settings, calibration: Samples, folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The float model the quantizer reads: ``source``, or its bias-corrected copy in ``folder``."""
+    if not settings.bias_correction:
+        return source, {}
+    from portable.quantization.correction import correct_biases
+
+    corrected, record = correct_biases(onnx.load(str(source)), settings, calibration)
+    path = folder / "corrected.onnx"
+    onnx.save(corrected, str(path))
+    return path, {"bias_correction": record.to_dict()}
+
+
+def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
     """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data)."""
     proto = onnx.load(str(source), load_external_data=False)
     arguments = _arguments(settings, proto)  # bad --exclude values: before any work
@@ -88,11 +109,12 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> onn
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
         prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
         try:
-            quant_pre_process(str(source), str(prepared), skip_optimization=True)
+            floating, passes = _corrected(source, settings, calibration, Path(tmp))
+            quant_pre_process(str(floating), str(prepared), skip_optimization=True)
             quantize_static(str(prepared), str(out), Reader(calibration), **arguments)
         except (UsageError, InternalError):
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer raises plain exceptions
             raise InternalError(f"ONNX Runtime's quantizer failed: {one_line(exc, limit=300)}",
                                 path=str(source)) from None
-        return onnx.load(str(out))
+        return Quantized(onnx.load(str(out)), passes)

@@ -10,6 +10,7 @@ from portable.errors import ExitCode, FindingsError
 from portable.findings import Finding
 from portable.quantization.accuracy import BudgetCheck, OutputAccuracy
 from portable.quantization.nodes import NodeError
+from portable.quantization.search import SearchResult
 from portable.quantization.settings import Budgets, Settings
 from portable.quantization.speed import LatencyComparison
 from portable.report import ValidationReport
@@ -51,6 +52,8 @@ class QuantizeResult:
     ops: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    passes: dict[str, Any] = field(default_factory=dict)  # what ran on the float model before the quantizer
+    search: SearchResult | None = None  # the precision search, when a budget of the user's ran one
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -87,7 +90,15 @@ class QuantizeResult:
                 "accuracy": [a.to_dict() for a in self.accuracy], "budgets": self.budgets.to_dict(),
                 "budget_checks": [c.to_dict() for c in self.checks], "budgets_ok": self.budgets_ok,
                 "worst_nodes": [n.to_dict() for n in self.worst_nodes],
-                "latency": self.latency.to_dict() if self.latency is not None else None, "notes": list(self.notes)}
+                "latency": self.latency.to_dict() if self.latency is not None else None, "notes": list(self.notes),
+                "passes": dict(self.passes), "precision_search": _search_dict(self.search)}
+
+
+def _search_dict(found: SearchResult | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {"kept_float": list(found.kept_float), "trials": found.trials, "met": found.met,
+            "tried_float": list(found.tried)}
 
 
 class QuantizeFailed(FindingsError):

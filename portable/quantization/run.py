@@ -40,6 +40,7 @@ from portable.quantization.data import (
 from portable.quantization.plan import Plan
 from portable.quantization.quantizer import exclusions, quantize_file
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
+from portable.quantization.search import SearchResult
 from portable.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -63,16 +64,30 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     calibration, held_out = _samples(plan, proto, specs)
     phases = Phases(quiet)
     phases.timings["load"] = round(time.perf_counter() - start, 4)
+    plan, searched = _searched(plan, calibration, held_out, phases)
     with phases.phase("quantize"), quiet_libraries():
         quantized = quantize_file(plan.source, plan.settings, calibration)
     with terminate_as_interrupt(), contextlib.ExitStack() as stages:
         with phases.phase("validate"):
-            staged = _stage(stages, quantized, plan, _batch_stamp(proto), force)
-        result = _result(plan, calibration, held_out, staged, quantized)
+            staged = _stage(stages, quantized.proto, plan, _batch_stamp(proto), force)
+        result = replace(_result(plan, calibration, held_out, staged, quantized.proto), passes=quantized.passes,
+                         search=searched)
         with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
             result = _measure(plan, result, float_model, int8_model, held_out, phases)
         _judge(replace(result, timings=dict(phases.timings)))
         return _write(staged, plan, result, phases)
+
+
+def _searched(plan: Plan, calibration: Samples, held_out: Samples, phases: Phases) -> tuple[Plan, SearchResult | None]:
+    """The plan with the nodes the precision search keeps in float (a budget of the user's only)."""
+    if not plan.budgets.given or plan.search_limit < 1:
+        return plan, None
+    from portable.quantization.search import search
+
+    with phases.phase("search"), quiet_libraries():
+        found = search(plan.source, plan.settings, plan.budgets, calibration, held_out,
+                       _first(held_out, PER_NODE_SAMPLES), _accuracy, plan.search_limit)
+    return replace(plan, settings=found.settings), found
 
 
 def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan, batch: str | int,
@@ -225,10 +240,25 @@ def _judge(result: QuantizeResult) -> None:
         raise QuantizeFailed(f"the quantized model fails the contract ({len(result.findings)} finding(s); first: "
                              f"{first.rule_id} {first.message}); nothing written", result)
     if not result.budgets_ok:
-        failed = [c for c in result.checks if not c.passed]
-        raise QuantizeFailed(f"{len(failed)} accuracy budget(s) exceeded (first: {failed[0].budget} on "
-                             f"{failed[0].output}: {failed[0].measured:.4g} vs {failed[0].limit:g}); nothing written",
-                             result)
+        raise QuantizeFailed(_budget_message(result), result)
+
+
+def _budget_message(result: QuantizeResult) -> str:
+    """What missed, by how much, and what to try."""
+    failed = [c for c in result.checks if not c.passed]
+    first = failed[0]
+    what = "below the default floor" if result.budgets.floor else f"{len(failed)} accuracy budget(s) exceeded"
+    message = f"{what} (first: {first.budget} on {first.output}: {first.measured:.4g} vs {first.limit:g}); nothing written"
+    if result.budgets.floor:
+        tries = [t for t, useful in (("--calibration with real samples", result.calibration.seeded),
+                                     ("--per-channel", not result.settings.per_channel),
+                                     ("--method percentile", result.settings.method == "minmax")) if useful]
+        return (f"{message}; try {', '.join([*tries, ''])}a budget (--min-sqnr/--max-top1-drop), which keeps the "
+                "most sensitive nodes in float until it holds; --min-sqnr 0 writes the file as it is")
+    if result.search is not None:
+        return (f"{message}; up to {len(result.search.tried)} of the most sensitive node(s) kept in float did not "
+                "meet it either (--search-limit N tries more)")
+    return message
 
 
 def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:

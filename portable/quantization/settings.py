@@ -9,7 +9,7 @@ from typing import Any
 from portable.errors import UsageError
 from portable.quantization.targets import TargetDefaults, target_defaults
 
-__all__ = ["EIGHT_BIT_TYPES", "METHODS", "Budgets", "Settings", "resolve_settings"]
+__all__ = ["DEFAULT_FLOOR", "EIGHT_BIT_TYPES", "METHODS", "Budgets", "Settings", "resolve_settings"]
 
 EIGHT_BIT_TYPES = ("uint8", "int8")  # opset 18 holds no other integer Q/DQ type (PORT030)
 METHODS = ("minmax", "entropy", "percentile")
@@ -21,9 +21,21 @@ class Budgets:
 
     min_sqnr_db: float | None = None
     max_top1_drop_pct: float | None = None
+    floor: bool = False  # True: no budget was given, these are the default floor (DEFAULT_FLOOR)
+
+    @property
+    def given(self) -> bool:
+        return not self.floor and (self.min_sqnr_db is not None or self.max_top1_drop_pct is not None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"min_sqnr_db": self.min_sqnr_db, "max_top1_drop_pct": self.max_top1_drop_pct}
+        return {"min_sqnr_db": self.min_sqnr_db, "max_top1_drop_pct": self.max_top1_drop_pct,
+                "default_floor": self.floor}
+
+
+# With no budget given, a result below these is not written: 20 dB is a noise a tenth of the signal's
+# amplitude; 90 % top-1 agreement on logits. A budget of the user's own replaces both (--min-sqnr 0 writes
+# whatever keeps the noise below the signal).
+DEFAULT_FLOOR = Budgets(20.0, 10.0, floor=True)
 
 
 @dataclass(frozen=True)
@@ -38,13 +50,15 @@ class Settings:
     exclude: tuple[str, ...] = ()
     from_user: tuple[str, ...] = ()  # names of the fields the user's flags set
     extra: dict[str, Any] = field(default_factory=dict)
+    bias_correction: bool = True  # portable.quantization.correction before ONNX Runtime's quantizer
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target.name, "activations": self.activations, "weights": self.weights,
                 "per_channel": self.per_channel, "activations_per_tensor": True, "method": self.method,
                 "exclude": list(self.exclude), "set_by_user": list(self.from_user),
                 "from_target": [k for k in ("activations", "weights", "per_channel") if k not in self.from_user],
-                "extra_options": dict(self.extra), "target_defaults": self.target.to_dict()}
+                "extra_options": dict(self.extra), "bias_correction": self.bias_correction,
+                "target_defaults": self.target.to_dict()}
 
 
 def _choice(flag: str, value: str | None, allowed: Sequence[str]) -> str | None:
@@ -57,7 +71,7 @@ def _choice(flag: str, value: str | None, allowed: Sequence[str]) -> str | None:
 
 def resolve_settings(target: str | None = None, *, activations: str | None = None, weights: str | None = None,
                      per_channel: bool | None = None, method: str | None = None,
-                     exclude: Iterable[str] = ()) -> Settings:
+                     exclude: Iterable[str] = (), bias_correction: bool = True) -> Settings:
     """The target's defaults with the user's flags on top (``None``: not given)."""
     base = target_defaults(target)
     activations_type = _choice("activations", activations, EIGHT_BIT_TYPES)
@@ -72,4 +86,4 @@ def resolve_settings(target: str | None = None, *, activations: str | None = Non
              **base.extra}
     return Settings(base, activations_type or base.activations, weights_type, bool(per_channel),
                     _choice("method", method, METHODS) or "minmax",
-                    tuple(dict.fromkeys(e for e in exclude if e)), given, extra)
+                    tuple(dict.fromkeys(e for e in exclude if e)), given, extra, bool(bias_correction))

