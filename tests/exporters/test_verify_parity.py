@@ -119,44 +119,50 @@ def test_a_bf16_export_that_onnx_runtime_can_run_is_verified(tmp_path):
     assert rows and all(row["rms_expected"] > 0.1 and not row["degenerate"] for row in rows)
 
 
-DEEP = "fixtures/models/deep_mlp.py:build"
+# fp32 noise forced by construction, the same on every machine (issue 31: deep_mlp's, from the CPU's kernels,
+# passed the plain tolerance on one): ONNX Runtime and PyTorch differ by 1/16 past atol 1e-4, and err by 1/64
+# and 3/64 against float64, whatever kernels, threads or summation orders compute them (the fixture says why)
+NOISY = "fixtures/models/cancelling_mlp.py:build"
+APART, ORT_ERROR, TORCH_ERROR = 1 / 16, 1 / 64, 3 / 64
 
 
 @pytest.fixture(scope="module")
-def deep_export(tmp_path_factory):
-    """fixtures/models/deep_mlp.py exported through the CLI with default flags: (CLI result, path)."""
+def noisy_export(tmp_path_factory):
+    """fixtures/models/cancelling_mlp.py exported through the CLI with default flags: (CLI result, path)."""
     from click.testing import CliRunner
 
     from portable.cli import cli as group
 
-    out = tmp_path_factory.mktemp("deep") / "deep.onnx"
-    result = CliRunner().invoke(group, ["export", DEEP, "-o", str(out), "--format", "json"], catch_exceptions=False)
+    out = tmp_path_factory.mktemp("noisy") / "noisy.onnx"
+    result = CliRunner().invoke(group, ["export", NOISY, "-o", str(out), "--format", "json"], catch_exceptions=False)
     return result, out
 
 
-def test_a_model_noisy_in_fp32_passes_verify_by_its_noise_floor_without_flags(deep_export, cli, tmp_path):
+def test_a_model_noisy_in_fp32_passes_verify_by_its_noise_floor_without_flags(noisy_export, cli, tmp_path):
     """Issue 25 item 15: its fp32 arithmetic alone errs above the default atol 1e-4 (the default tolerances
-    refuse it); judged against the fp32 model's own error from a float64 run, the export passes."""
+    refuse it); judged against the fp32 model's own error from a float64 run, the export passes. The figures
+    are exact: IEEE fp32 rounding forces them on any machine."""
     import json
 
-    result, out = deep_export
+    result, out = noisy_export
     assert result.exit_code == 0, result.output
     parity = json.loads(result.stdout)["parity"]
     assert parity["ok"] and parity["float64"].startswith("float64 reference: ran")
     rows = [row for d in parity["details"] for row in d["outputs"]]
     assert rows and all(row["judged_by"] == "noise floor" for row in rows)
-    assert all(row["max_abs"] > 1e-4 and row["rms_expected"] > 10 and not row["degenerate"] for row in rows)
-    assert all(row["noise_floor"]["expected_error"] > 1e-4 and row["noise_floor"]["ratio"] < 2 for row in rows)
+    assert all(row["max_abs"] == APART and row["rms_expected"] > 10 and not row["degenerate"] for row in rows)
+    assert all(row["noise_floor"]["expected_error"] == TORCH_ERROR and row["noise_floor"]["actual_error"] == ORT_ERROR
+               for row in rows)
     assert all("passes by the float64 noise floor" in row["verdict"] and "cleared by" in row["verdict"] for row in rows)
-    strict = cli("export", DEEP, "-o", str(tmp_path / "strict.onnx"), "-q", "--atol", "1e-4", "--rtol", "1e-3")
+    strict = cli("export", NOISY, "-o", str(tmp_path / "strict.onnx"), "-q", "--atol", "1e-4", "--rtol", "1e-3")
     assert strict.exit_code == 1 and "parity check failed" in strict.stderr  # the bounds alone: refused
 
 
-def test_the_same_model_with_one_weight_scaled_by_1_01_fails_verify(deep_export):
+def test_the_same_model_with_one_weight_scaled_by_1_01_fails_verify(noisy_export):
     from portable.exporters.verify import verify_parity
 
-    _, out = deep_export
-    loaded = load_spec(f"{ROOT}/{DEEP}")
+    _, out = noisy_export
+    loaded = load_spec(f"{ROOT}/{NOISY}")
     with torch.no_grad():
         loaded.module.body[0].weight.mul_(1.01)
     parity = verify_parity(loaded.module, loaded.example_inputs, str(out), (1, 3))
@@ -195,25 +201,27 @@ def test_tolerances_given_are_judged_alone(cnn_export):
     assert "noise floor" not in parity.message
 
 
-def test_compare_judges_the_noisy_model_as_verify_does(deep_export, cli, tmp_path):
+def test_compare_judges_the_noisy_model_as_verify_does(noisy_export, cli, tmp_path):
     """One verdict in both commands: the file export's verify passed by its noise floor passes `compare` with
     default flags; the reference with one weight x1.01 fails it; `--atol/--rtol` are judged alone there too."""
     import json
 
     from portable.runners.api import compare
 
-    _, out = deep_export
-    result = cli("compare", str(out), "--reference", DEEP, "--no-compile", "--no-latency", "--batch", "1,3",
+    _, out = noisy_export
+    result = cli("compare", str(out), "--reference", NOISY, "--no-compile", "--no-latency", "--batch", "1,3",
                  "--format", "json")
     data = json.loads(result.stdout)
     assert result.exit_code == 0 == data["exit_code"], result.output
     assert data["setup"]["float64"].startswith("float64 reference: ran")
     rows = [o for p in data["parity"] for o in p["outputs"]]
-    assert rows and all(o["judged_by"] == "noise floor" for o in rows)
-    given = cli("compare", str(out), "--reference", DEEP, "--no-compile", "--no-latency", "--atol", "1e-4",
+    assert rows and all(o["judged_by"] == "noise floor" and o["max_abs"] == APART for o in rows)
+    assert all(o["noise_floor"]["expected_error"] == TORCH_ERROR and o["noise_floor"]["actual_error"] == ORT_ERROR
+               for o in rows)  # verify's figures
+    given = cli("compare", str(out), "--reference", NOISY, "--no-compile", "--no-latency", "--atol", "1e-4",
                 "--format", "json")
     assert given.exit_code == 1 and json.loads(given.stdout)["setup"]["float64"].startswith("--atol/--rtol")
-    loaded = load_spec(f"{ROOT}/{DEEP}")
+    loaded = load_spec(f"{ROOT}/{NOISY}")
     with torch.no_grad():
         loaded.module.body[0].weight.mul_(1.01)
     wrong = compare(out, loaded.module, example_inputs=loaded.example_inputs, compile_mode=None, timing=None,
