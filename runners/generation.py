@@ -4,7 +4,8 @@ The host loop of a text-generation export (``portable export --task text-generat
 docs/llm.md) is array work, and this module is that loop: the cache starts as zeros of
 ``[batch, heads, C, head_dim]`` per layer; the prompt goes through the prefill graph in blocks
 of ``P`` tokens (the last block padded: its padded slots lie after the last real token, so
-the causal mask hides them and the next step overwrites them); then each decode step feeds the
+the causal mask and then the attention mask hide them, exactly, until the decode steps overwrite them:
+docs/llm.md, "The padded prefill block"); then each decode step feeds the
 last token at the next slot. Every call's ``present_*`` outputs are the next call's ``past_*``
 inputs. The session binds them (ONNX Runtime's I/O binding) to two sets of buffers used in turn,
 so the cache is never copied by the host and, on a GPU, never leaves the device; only the
@@ -28,7 +29,8 @@ import numpy as np
 from portable.errors import InputError, UsageError
 from portable.quiet import quiet_libraries
 
-__all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "prompt_ids", "torch_generate"]
+__all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
+           "torch_generate"]
 
 MANIFEST_SUFFIX = ".textgen.json"
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
@@ -244,3 +246,19 @@ def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool =
     new = out.sequences[:, prompt.shape[1]:].cpu().numpy()
     logits = tuple(step.float().cpu().numpy() for step in out.logits)
     return Trace("torch-compiled" if compiled else "torch-eager", new, logits)
+
+
+def float64_logits(model: Any, prompt: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each step's logits ``[batch, V]`` of a greedy run that chose ``tokens`` ``[batch, N]`` after ``prompt``, from
+    the model in float64 (a ``.double()`` copy, let go on return): one forward over the prompt and the tokens fed
+    back, without a cache; step ``i``'s logits are those after the prompt and the first ``i`` tokens."""
+    import copy
+
+    import torch
+
+    double = copy.deepcopy(model).double().eval()
+    ids = torch.from_numpy(np.concatenate([prompt, tokens[:, :-1]], axis=1))
+    with quiet_libraries(), torch.no_grad():
+        logits = double(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+    steps = logits[:, prompt.shape[1] - 1:].numpy()
+    return tuple(steps[:, i] for i in range(tokens.shape[1]))

@@ -7,6 +7,12 @@ The record names the first step whose tokens differ, the first step whose logits
 tolerance, and the largest absolute logits difference at every step. A reference that could not
 run (``torch.compile`` failing) is reported with its reason and does not pass.
 
+A step whose float32 logits miss the default tolerance still passes when they are within the float64
+noise floor (:class:`portable.runners.comparator.NoiseFloor`, as export's verify judges an output):
+ONNX Runtime's error against the model run in float64 on the same tokens is at most ``NOISE_FACTOR``
+times the float32 reference's own. The absolute 1e-4 is below float32's own rounding at some steps of
+a trained model (issue 34, docs/llm.md "The padded prefill block"); ``--atol``/``--rtol`` are judged alone.
+
 Degenerate logits prove nothing (a model that always picks one token matches any export that
 does too): the record says how many distinct tokens the reference chose and the smallest spread
 (standard deviation over the vocabulary) of its logits; :data:`DEGENERATE_SPREAD` or one token
@@ -22,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from portable.errors import ExitCode
-from portable.runners.comparator import compare_arrays
+from portable.runners.comparator import NOISE_FACTOR, NoiseFloor, compare_arrays, noise_floor
 from portable.runners.generation import Trace
 from portable.runners.tolerances import Tolerance, ToleranceTable
 
@@ -43,6 +49,7 @@ class GenerationComparison:
     tolerance: Tolerance
     error: str | None = None  # the reference could not run
     tokens: tuple[tuple[int, ...], ...] = ()  # the reference's new tokens, per row
+    noise: tuple[tuple[int, NoiseFloor], ...] = ()  # steps beyond the tolerance judged by the float64 noise floor
 
     @property
     def passed(self) -> bool:
@@ -56,8 +63,22 @@ class GenerationComparison:
                     f"{self._logits_note()}")
         if self.first_logits_beyond is not None:
             return (f"{self.reference}: same tokens, but the logits of step {self.first_logits_beyond} differ by "
-                    f"{self.max_abs_per_step[self.first_logits_beyond]:.3g} (tolerance {self.tolerance.describe()})")
-        return f"{self.reference}: tokens identical, max |logits diff| {max(self.max_abs_per_step, default=0.0):.3g}"
+                    f"{self.max_abs_per_step[self.first_logits_beyond]:.3g} (tolerance {self.tolerance.describe()}"
+                    f"{self._floor_note(self.first_logits_beyond)})")
+        return (f"{self.reference}: tokens identical, max |logits diff| {max(self.max_abs_per_step, default=0.0):.3g}"
+                f"{self._noise_note()}")
+
+    def _noise_note(self) -> str:
+        """The steps that passed by the float64 noise floor, with their errors."""
+        steps = [f"step {i}: {n.actual_error:.2g} vs {self.reference}'s own {n.expected_error:.2g}"
+                 for i, n in self.noise if n.passed]
+        return (f" (beyond {self.tolerance.describe()} but within the float64 noise floor, error against float64 "
+                f"allowed {NOISE_FACTOR:g}x the reference's: {'; '.join(steps)})") if steps else ""
+
+    def _floor_note(self, step: int) -> str:
+        n = dict(self.noise).get(step)
+        return (f"; error against float64 {n.actual_error:.3g}, {n.ratio:.3g}x {self.reference}'s own "
+                f"{n.expected_error:.3g}, allowed {n.factor:g}x") if n is not None else ""
 
     def _logits_note(self) -> str:
         step = self.first_logits_beyond
@@ -67,22 +88,37 @@ class GenerationComparison:
         return {"reference": self.reference, "passed": self.passed, "tokens_identical": self.tokens_identical,
                 "first_token_mismatch": self.first_token_mismatch, "first_logits_beyond": self.first_logits_beyond,
                 "max_abs_per_step": list(self.max_abs_per_step), "tolerance": self.tolerance.to_dict(),
-                "error": self.error, "tokens": [list(row) for row in self.tokens], "message": self.message()}
+                "error": self.error, "tokens": [list(row) for row in self.tokens],
+                "noise_floor": {str(i): n.to_dict() for i, n in self.noise}, "message": self.message()}
 
 
-def compare_traces(actual: Trace, expected: Trace, tolerance: Tolerance) -> GenerationComparison:
-    """``actual`` (ONNX Runtime) against ``expected`` (a PyTorch reference), step by step."""
+def compare_traces(actual: Trace, expected: Trace, tolerance: Tolerance,
+                   exact: Sequence[np.ndarray] | None = None) -> GenerationComparison:
+    """``actual`` (ONNX Runtime) against ``expected`` (a PyTorch reference), step by step; ``exact``: each
+    step's logits of the model in float64 on the same tokens (:func:`portable.runners.generation.float64_logits`),
+    by which a step beyond the tolerance is judged (the noise floor, module docstring)."""
     same = actual.tokens.shape == expected.tokens.shape and bool((actual.tokens == expected.tokens).all())
     differs = [i for i in range(min(actual.tokens.shape[1], expected.tokens.shape[1]))
                if not (actual.tokens[:, i] == expected.tokens[:, i]).all()]
     stats = [compare_arrays(a, e, tolerance) for a, e in zip(actual.logits, expected.logits)]
-    beyond = next((i for i, s in enumerate(stats) if not s.passed), None)
+    noise = _noise_floors(actual, expected, stats, exact if same else None)
+    floors = {i for i, n in noise if n.passed}
+    beyond = next((i for i, s in enumerate(stats) if not s.passed and i not in floors), None)
     if len(actual.logits) != len(expected.logits) and beyond is None:
         beyond = min(len(actual.logits), len(expected.logits))
     first = differs[0] if differs else (None if same else min(actual.tokens.shape[1], expected.tokens.shape[1]))
     rows = tuple(tuple(int(t) for t in row) for row in expected.tokens)
     return GenerationComparison(expected.runner, same, first, beyond, tuple(float(s.max_abs) for s in stats),
-                                tolerance, tokens=rows)
+                                tolerance, tokens=rows, noise=noise)
+
+
+def _noise_floors(actual: Trace, expected: Trace, stats: Sequence[Any],
+                  exact: Sequence[np.ndarray] | None) -> tuple[tuple[int, NoiseFloor], ...]:
+    """The noise floor of each finite step beyond the tolerance, when there is a float64 run to judge by."""
+    if exact is None or len(exact) != len(stats):
+        return ()
+    return tuple((i, noise_floor(actual.logits[i], expected.logits[i], exact[i])) for i, s in enumerate(stats)
+                 if not s.passed and not s.nonfinite_actual and not s.nonfinite_expected)
 
 
 def failed_reference(reference: str, error: str, tolerance: Tolerance) -> GenerationComparison:

@@ -3,8 +3,10 @@
 One seeded prompt; ONNX Runtime runs the pair's host loop (:class:`~portable.runners.generation.PairSession`),
 the PyTorch model runs its own ``generate`` (eager, and ``torch.compile``d over a static cache unless
 ``compile=False``); the traces are compared step by step
-(:func:`~portable.runners.generation_report.compare_traces`), then, when ``timing`` is given, ONNX
-Runtime's generation is timed (:func:`~portable.runners.generation_latency.measure_generation`).
+(:func:`~portable.runners.generation_report.compare_traces`; a step beyond the default float32 tolerance
+is judged once more by the float64 noise floor, the model run in float64 on ONNX Runtime's tokens, made
+only when a step needs it), then, when ``timing`` is given, ONNX Runtime's generation is timed
+(:func:`~portable.runners.generation_latency.measure_generation`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from portable.errors import UsageError, one_line
-from portable.runners.generation import PairFiles, PairSession, Trace, prompt_ids, torch_generate
+from portable.runners.generation import PairFiles, PairSession, Trace, float64_logits, prompt_ids, torch_generate
 from portable.runners.generation_latency import measure_generation
 from portable.runners.generation_report import (
     GenerationComparison,
@@ -51,7 +55,8 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     prompt = prompt_ids(geometry.batch or DYNAMIC_BATCH, length, _vocab(model), seed)
     say(f"ONNX Runtime: {tokens} greedy token(s) after a prompt of {length}")
     ours = session.generate(prompt, tokens)
-    comparisons = [_against(ours, model, prompt, tokens, compiled, tolerances, say) for compiled in
+    exact = _Float64(model, prompt, ours, tolerances, say)
+    comparisons = [_against(ours, model, prompt, tokens, compiled, tolerances, say, exact) for compiled in
                    ((False, True) if compile else (False,))]
     latency = None
     if timing is not None:
@@ -59,7 +64,8 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
         latency = {"onnxruntime-cpu": measure_generation(session, prompt, tokens, timing).to_dict()}
     return _report(files, prompt, ours, comparisons, latency, {"seed": seed, "tokens": tokens,
                                                               "prompt_length": length, "context": geometry.context,
-                                                              "prefill_tokens": geometry.prefill_tokens})
+                                                              "prefill_tokens": geometry.prefill_tokens,
+                                                              "float64": exact.note})
 
 
 def _vocab(model: Any) -> int:
@@ -70,8 +76,33 @@ def _vocab(model: Any) -> int:
     return vocab
 
 
+class _Float64:
+    """The model's float64 logits on ONNX Runtime's tokens (:func:`float64_logits`), made the first time a step
+    beyond the tolerance asks for them; ``note`` says whether they ran, or why not."""
+
+    def __init__(self, model: Any, prompt: np.ndarray, ours: Trace, table: ToleranceTable | None,
+                 say: Progress) -> None:
+        self.model, self.prompt, self.ours, self.say = model, prompt, ours, say
+        given = table is not None and table.given
+        float32 = bool(ours.logits) and ours.logits[0].dtype == np.float32
+        self.applies = float32 and not given
+        self.note = "not needed" if self.applies else ("--atol/--rtol as given (no float64 calibration)" if given
+                                                       else "default tolerances only (float32 logits only)")
+        self._logits: tuple[np.ndarray, ...] | None = None
+
+    def logits(self) -> tuple[np.ndarray, ...] | None:
+        if self.applies and self._logits is None:
+            self.say("the reference in float64 on ONNX Runtime's tokens (the noise floor of fp32 arithmetic)")
+            try:
+                self._logits = float64_logits(self.model, self.prompt, self.ours.tokens)
+                self.note = "float64 reference: ran (a step beyond the tolerance judged by the noise floor)"
+            except Exception as exc:  # noqa: BLE001 - a model that will not convert: the tolerances alone
+                self.applies, self.note = False, f"default tolerances only: float64 failed ({one_line(exc, limit=200)})"
+        return self._logits
+
+
 def _against(ours: Trace, model: Any, prompt: Any, tokens: int, compiled: bool, table: ToleranceTable | None,
-             say: Progress) -> GenerationComparison:
+             say: Progress, exact: _Float64) -> GenerationComparison:
     name = "torch-compiled" if compiled else "torch-eager"
     tolerance = tolerance_for(ours.logits, table)
     say(f"PyTorch generate ({'torch.compile, static cache' if compiled else 'eager'})")
@@ -83,7 +114,10 @@ def _against(ours: Trace, model: Any, prompt: Any, tokens: int, compiled: bool, 
         return failed_reference(name, f"could not run: {one_line(exc, limit=300)}", tolerance)
     finally:
         model.train(was_training)
-    return compare_traces(ours, theirs, tolerance)
+    comparison = compare_traces(ours, theirs, tolerance)
+    if comparison.tokens_identical and comparison.first_logits_beyond is not None and exact.applies:
+        comparison = compare_traces(ours, theirs, tolerance, exact.logits())
+    return comparison
 
 
 def _report(files: PairFiles, prompt: Any, ours: Trace, comparisons: list[GenerationComparison],

@@ -63,6 +63,21 @@ def test_a_weight_off_by_one_percent_is_caught_in_the_logits_even_with_the_same_
     assert "differ" in comparison.message()
 
 
+def test_a_step_beyond_the_tolerance_passes_within_the_float64_noise_floor_and_only_there():
+    """The noise floor (issue 34): ONNX Runtime's error against float64 at most 4x the fp32 reference's own."""
+    rng = np.random.default_rng(0)
+    exact = tuple(rng.normal(0, 3, (1, 64)) for _ in range(2))
+    trace = lambda name, error: Trace(name, np.array([[int(s.argmax()) for s in exact]]),  # noqa: E731
+                                      (exact[0].astype(np.float32), (exact[1] + error).astype(np.float32)))
+    theirs, tolerance = trace("torch-eager", 2e-3), Tolerance(1e-4, 1e-3)
+    assert not compare_traces(trace("onnxruntime", -8e-4), theirs, tolerance).passed  # atol/rtol alone
+    close = compare_traces(trace("onnxruntime", -8e-4), theirs, tolerance, exact)
+    assert close.passed and [i for i, _ in close.noise] == [1] and "noise floor" in close.message()
+    assert close.to_dict()["noise_floor"]["1"]["passed"]
+    far = compare_traces(trace("onnxruntime", -1e-2), theirs, tolerance, exact)
+    assert not far.passed and far.first_logits_beyond == 1 and "allowed 4x" in far.message()
+
+
 def test_a_decode_graph_of_another_model_diverges_after_the_prefill(tiny_llm_pair, tmp_path):
     """The prefill graph is right, the decode graph is another model's: step 0 agrees, step 1 does not."""
     from portable.exporters.textgen import export_text_generation_spec
