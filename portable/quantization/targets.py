@@ -1,22 +1,26 @@
 """Quantization defaults per target, as data: what each runtime wants of an 8-bit QDQ model.
 
 ``portable quantize --target NAME`` starts from these; a flag the user gives wins. Each entry
-says where its values come from (``source``). The names match ``--ep``'s provider aliases.
+says where its values come from (``source``). The names are ``portable validate --target``'s
+profile names (one vocabulary for every command, docs/cli.md); ``cpu``, the old name of
+``ort-cpu``, still works for one release, with a deprecation line from the CLI.
 Target *profiles* (op support per runtime) are another matter and live with the validators;
 this table is only what the quantizer must choose.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from portable.errors import UsageError
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "TargetDefaults", "target_defaults"]
+__all__ = ["DEFAULT_TARGET", "DEPRECATED", "TARGETS", "TargetDefaults", "target_defaults"]
 
-DEFAULT_TARGET = "cpu"
+DEFAULT_TARGET = "ort-cpu"
+DEPRECATED = {"cpu": "ort-cpu"}  # old name -> the validate profile's name
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class TargetDefaults:
 
 TARGETS: dict[str, TargetDefaults] = {t.name: t for t in (
     TargetDefaults(
-        "cpu", "ONNX Runtime CPU (x86 with VNNI, ARM)", "uint8", "int8", True, False, True,
+        "ort-cpu", "ONNX Runtime CPU (x86 with VNNI, ARM)", "uint8", "int8", True, False, True,
         "onnxruntime/quantization/quantize.py, quantize_static's docstring 'Choosing parameters for CPU "
         "inference' (onnxruntime 1.32): QUInt8 activations, QInt8 weights, reduce_range off with VNNI. It says "
         "per_channel=False 'gives the best throughput on CPU'; portable takes per-channel weights, which ONNX "
@@ -79,6 +83,9 @@ TARGETS: dict[str, TargetDefaults] = {t.name: t for t in (
 def target_defaults(name: str | None) -> TargetDefaults:
     """The defaults of ``name`` (``None``: the CPU's); a usage error for an unknown name."""
     key = (name or DEFAULT_TARGET).lower()
+    key = DEPRECATED.get(key, key)
     if key not in TARGETS:
-        raise UsageError(f"--target {name!r}: unknown target (known: {', '.join(TARGETS)})")
+        close = difflib.get_close_matches(key, list(TARGETS), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"--target {name!r}: unknown target; {hint}known: {', '.join(TARGETS)}")
     return TARGETS[key]

@@ -110,3 +110,28 @@ def test_unknown_target_and_bad_int_range_are_usage_errors(cli, cnn, tmp_path):
                                                          "--target", "tpu"))
     assert "NAME=LOW:HIGH" in _one_line_usage_error(cli("quantize", str(cnn), "-o", str(tmp_path / "o.onnx"),
                                                         "--int-range", "5:3"))
+
+
+def test_targets_take_validates_names_and_the_old_spellings_warn_once(cli, cnn, tmp_path):
+    """One vocabulary (issue 31): --target ort-cpu as validate names it; cpu, --weights and --activations
+    still work for one release with a deprecation line, and give the same settings."""
+    new = cli("quantize", str(cnn), "-o", str(tmp_path / "a.onnx"), *QUICK, "--target", "ort-cpu",
+              "--weight-type", "int8", "--activation-type", "uint8", "--min-sqnr", "0", "--format", "json")
+    old = cli("quantize", str(cnn), "-o", str(tmp_path / "b.onnx"), *QUICK, "--target", "cpu",
+              "--weights", "int8", "--activations", "uint8", "--min-sqnr", "0", "--format", "json")
+    assert new.exit_code == old.exit_code == 0 and "deprecated" not in new.stderr
+    assert [line.split(":")[1].strip() for line in old.stderr.splitlines()] == ["deprecated"] * 3
+    settings = [json.loads(r.stdout)["settings"] for r in (new, old)]
+    assert settings[0] == settings[1] and settings[0]["target"] == "ort-cpu"
+
+
+def test_an_unknown_target_is_one_line_with_did_you_mean(cli, cnn, tmp_path):
+    line = _one_line_usage_error(cli("quantize", str(cnn), "-o", str(tmp_path / "o.onnx"), "--target", "ort-cpux"))
+    assert "did you mean 'ort-cpu'" in line and "tensorrt" in line
+
+
+def test_export_refuses_text_generation_options_without_the_task(cli, tmp_path):
+    out = tmp_path / "cnn.onnx"
+    result = cli("export", f"{ROOT}/fixtures/models/cnn.py:build", "-o", str(out), "--context", "64", "--tokens", "4")
+    assert result.exit_code == 2 and "--context, --tokens: only with --task text-generation" in result.stderr
+    assert not out.exists()

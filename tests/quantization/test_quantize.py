@@ -56,7 +56,7 @@ def test_the_manifest_keeps_settings_samples_and_measurements(quantized):
     manifest = json.loads(quantized.manifest_path.read_text())
     assert manifest["precision"] == "int8-qdq" and manifest["fingerprint"] == quantized.fingerprint
     q = manifest["quantization"]
-    assert q["settings"]["target"] == "cpu" and q["settings"]["activations"] == "uint8"
+    assert q["settings"]["target"] == "ort-cpu" and q["settings"]["activations"] == "uint8"
     assert q["settings"]["from_target"] == ["activations", "weights", "per_channel"]
     assert q["calibration"] == {"source": "seeded (seed 0, stream 1)", "samples": 16, "seeded": True}
     assert q["held_out"]["samples"] == 32 and q["held_out"]["source"] != q["calibration"]["source"]
@@ -156,3 +156,30 @@ def test_quantizing_twice_needs_force_and_a_quantized_input_is_refused(quantized
         portable.quantize(quantized.source, quantized.path, **quick)
     with pytest.raises(UsageError, match="already quantized"):
         portable.quantize(quantized.path, tmp_path / "again.onnx", **quick)
+
+
+def _activation_scales(path: Path) -> dict[str, float]:
+    model = onnx.load(str(path))
+    values = _initializers(model)
+    return {n.input[0]: float(values[n.input[1]]) for n in model.graph.node if n.op_type == "QuantizeLinear"}
+
+
+def test_entropy_calibration_gives_minmax_ranges_and_the_report_says_so(cnn: Path, tmp_path: Path):
+    """ONNX Runtime's quantize_static leaves its entropy calibrator 128 bins for 128 quantized bins (one
+    candidate threshold): the same scales as minmax. The note says so; if ONNX Runtime changes, this fails
+    and the note goes."""
+    from portable.quantization.run import ENTROPY_NOTE
+
+    common = {"samples": 16, "eval_samples": 16, "latency": False, "per_node": False, "min_sqnr": 0.0}
+    entropy = portable.quantize(cnn, tmp_path / "e.onnx", method="entropy", **common)
+    minmax = portable.quantize(cnn, tmp_path / "m.onnx", method="minmax", **common)
+    percentile = portable.quantize(cnn, tmp_path / "p.onnx", method="percentile", **common)
+    assert _activation_scales(entropy.path) == _activation_scales(minmax.path)
+    assert _activation_scales(percentile.path) != _activation_scales(minmax.path)  # the method reaches ORT
+    assert ENTROPY_NOTE in entropy.notes and ENTROPY_NOTE not in minmax.notes
+
+
+def test_a_budget_given_twice_is_a_usage_error_and_nothing_is_written(cli, cnn: Path, tmp_path: Path):
+    out = tmp_path / "o.onnx"
+    result = cli("quantize", str(cnn), "-o", str(out), "--min-sqnr", "20", "--min-sqnr", "25")
+    assert result.exit_code == 2 and "--min-sqnr given 2 times" in result.stderr and not out.exists()
