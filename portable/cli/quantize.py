@@ -39,11 +39,15 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
               help="The int8 ONNX file to write (its manifest goes beside it as OUTPUT.json).")
-@click.option("--calibration", default=None, type=click.Path(dir_okay=False),
-              help="Calibration samples (.npz: one array per input name, samples on a leading axis); its last "
-                   "quarter is held out for the accuracy unless --eval is given. Default: seeded random data.")
-@click.option("--eval", "eval_data", default=None, type=click.Path(dir_okay=False),
-              help="Held-out samples for the accuracy measurement (.npz, the same format).")
+@click.option("--calibration", default=None, type=click.Path(),
+              help="Calibration samples (.npz: one array per input name, samples on a leading axis; or a folder "
+                   "of images with --preprocess); its last quarter is held out for the accuracy unless --eval is "
+                   "given. Default: seeded random data.")
+@click.option("--eval", "eval_data", default=None, type=click.Path(),
+              help="Held-out samples for the accuracy measurement (.npz, or a folder of images).")
+@click.option("--preprocess", type=click.Choice(["imagenet", "inception", "none"]), default=None,
+              help="How a folder of images becomes the input: imagenet (resize, centre crop, ImageNet mean/std), "
+                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size).")
 @click.option("--samples", type=click.IntRange(min=1), default=None,
               help="Seeded calibration samples (default 64); not with --calibration.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=256, show_default=True,
@@ -89,7 +93,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--config", type=click.Path(dir_okay=False), default=None,
               help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
 @quiet_option
-def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, samples: int | None,
+def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, preprocess: str | None,
+             samples: int | None,
              eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
              activations: str | None, weights: str | None, old_activations: str | None, old_weights: str | None,
              per_channel: bool | None, method: str | None,
@@ -124,7 +129,7 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
                               method=method, exclude=[e for item in exclude for e in item.split(",")],
                               int_ranges=_int_ranges(int_range), min_sqnr=_once("--min-sqnr", min_sqnr),
                               max_top1_drop=_once("--max-top1-drop", max_top1_drop), search_limit=search_limit,
-                              bias_correction=bias_correction,
+                              bias_correction=bias_correction, preprocess=preprocess,
                               latency=not no_latency, timing=_timing(duration_ms, warmup_max_ms),
                               per_node=not no_per_node, policy=load_policy(config),
                               force=force, quiet=quiet or fmt != "text")

@@ -21,6 +21,19 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _preprocess(value: str | None, calibration: str | Path | None, eval_data: str | Path | None) -> str | None:
+    """--preprocess checked before any model is read: a known preset, and a folder to apply it to."""
+    from portable.quantization.images import PREPROCESS
+
+    if value is None:
+        return None
+    if value not in PREPROCESS:
+        raise UsageError(f"--preprocess {value!r}: choose from {', '.join(PREPROCESS)}")
+    if not any(p is not None and Path(p).is_dir() for p in (calibration, eval_data)):
+        raise UsageError(f"--preprocess {value}: for --calibration/--eval given as a folder of images")
+    return value
+
+
 def _search_limit(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(f"search_limit must be 0 or more, got {value!r}")
@@ -45,7 +58,7 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              max_top1_drop: float | None = None, latency: bool = True, per_node: bool = True,
              timing: Any = None, policy: Policy | None = None, force: bool = False,
              quiet: bool = True, bias_correction: bool = True,
-             search_limit: int = DEFAULT_SEARCH_LIMIT) -> QuantizeResult:
+             search_limit: int = DEFAULT_SEARCH_LIMIT, preprocess: str | None = None) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
     Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
@@ -73,5 +86,6 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
                 Path(calibration) if calibration is not None else None,
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),
                 _positive("eval_samples", eval_samples), _positive("batch", batch), int(seed), dict(int_ranges or {}),
-                latency, per_node, timing, _search_limit(search_limit))
+                latency, per_node, timing, preprocess=_preprocess(preprocess, calibration, eval_data),
+                search_limit=_search_limit(search_limit))
     return run(plan, quiet=quiet, force=force)

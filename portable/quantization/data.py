@@ -38,6 +38,7 @@ class Samples:
     batch: int
     source: str
     static: bool = False  # the model's batch is fixed: every run takes exactly ``batch`` samples
+    preprocess: dict[str, Any] | None = None  # a folder of images: what was done to them (images.py)
 
     @property
     def count(self) -> int:
@@ -48,7 +49,7 @@ class Samples:
 
     def take(self, start: int, stop: int, source: str | None = None) -> Samples:
         return Samples({k: v[start:stop] for k, v in self.arrays.items()}, self.batch, source or self.source,
-                       self.static)
+                       self.static, self.preprocess)
 
 
 class Reader:
@@ -129,10 +130,29 @@ def _checked(array: np.ndarray, spec: Any, where: str) -> np.ndarray:
     return array.astype(wanted, copy=False)
 
 
-def load_samples(path: str | Path, specs: Sequence[Any], batch: int, static: bool) -> Samples:
-    """The user's samples (the module docstring's format), checked against the graph inputs; fed
-    ``batch`` at a time (``static``: the model's own batch, so the count must be a multiple of it)."""
-    where, arrays = str(path), _read(Path(path))
+def _arrays(path: Path, specs: Sequence[Any], preprocess: str | None) -> tuple[dict[str, np.ndarray],
+                                                                               dict[str, Any] | None]:
+    """An .npz's arrays, or a folder's images as :mod:`portable.quantization.images` makes them."""
+    if path.is_dir():
+        if preprocess is None:
+            raise UsageError("a folder of images needs --preprocess imagenet|inception|none (how the model's "
+                             "training normalized its inputs)", path=str(path))
+        from portable.quantization.images import load_image_folder
+
+        return load_image_folder(path, specs, preprocess)
+    if preprocess is not None:
+        raise UsageError(f"--preprocess {preprocess}: for a folder of images; an .npz holds the inputs as they are",
+                         path=str(path))
+    return _read(path), None
+
+
+def load_samples(path: str | Path, specs: Sequence[Any], batch: int, static: bool,
+                 preprocess: str | None = None) -> Samples:
+    """The user's samples (the module docstring's format, or a folder of images with ``preprocess``),
+    checked against the graph inputs; fed ``batch`` at a time (``static``: the model's own batch, so the
+    count must be a multiple of it)."""
+    arrays, prepared = _arrays(Path(path), specs, preprocess)
+    where = str(path) if prepared is None else f"{path} ({prepared['images']} images, --preprocess {preprocess})"
     names = [s.name for s in specs]
     if not arrays:
         raise UsageError("the .npz holds no arrays (expected one per input: " + ", ".join(names) + ")", path=where)
@@ -146,7 +166,7 @@ def load_samples(path: str | Path, specs: Sequence[Any], batch: int, static: boo
         raise UsageError(f"every input needs the same number of samples, at least 1 (got {counts})", path=where)
     if static and next(iter(counts.values())) % batch:
         raise UsageError(f"the model's batch is static ({batch}): give a multiple of {batch} samples", path=where)
-    return Samples(checked, batch, where, static)
+    return Samples(checked, batch, where, static, prepared)
 
 
 def held_out_split(samples: Samples) -> tuple[Samples, Samples]:

@@ -36,4 +36,5 @@ class Plan:
     latency: bool
     per_node: bool
     timing: Any = None  # runners.timing.TimingConfig; None: its defaults
+    preprocess: str | None = None  # a folder of images: imagenet | inception | none (images.py)
     search_limit: int = DEFAULT_SEARCH_LIMIT  # most nodes the precision search keeps in float (0: no search)

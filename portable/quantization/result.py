@@ -27,9 +27,10 @@ class SampleSet:
     source: str
     count: int
     seeded: bool
+    preprocess: dict[str, Any] | None = None  # a folder of images: resize, crop, mean and std
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "samples": self.count, "seeded": self.seeded}
+        return {"source": self.source, "samples": self.count, "seeded": self.seeded, "preprocess": self.preprocess}
 
 
 @dataclass(frozen=True)

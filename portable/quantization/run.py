@@ -156,9 +156,9 @@ def _feed_batch(plan: Plan, specs: list[Any]) -> tuple[int, bool]:
 def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samples, Samples]:
     batch, static = _feed_batch(plan, specs)
     if plan.calibration is not None:
-        given = load_samples(plan.calibration, specs, batch, static)
+        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess)
         if plan.eval_data is not None:
-            return given, load_samples(plan.eval_data, specs, batch, static)
+            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
         return held_out_split(given)
     ranges = {**index_ranges(proto), **plan.int_ranges}
     count = -(-plan.samples // batch) * batch if static else plan.samples
@@ -166,9 +166,14 @@ def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samp
     calibration = seeded_samples(specs, count, seed=plan.seed, salt=CALIBRATION_SEED_SALT, batch=batch,
                                  static=static, int_ranges=ranges)
     if plan.eval_data is not None:
-        return calibration, load_samples(plan.eval_data, specs, batch, static)
+        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
     return calibration, seeded_samples(specs, held, seed=plan.seed, salt=HELD_OUT_SEED_SALT, batch=batch,
                                        static=static, int_ranges=ranges)
+
+
+def _folder_only(plan: Plan) -> str | None:
+    """--preprocess for --eval: its own folder takes it, an .npz beside a folder of images does not."""
+    return plan.preprocess if plan.eval_data is not None and plan.eval_data.is_dir() else None
 
 
 def _batch_stamp(proto: onnx.ModelProto) -> str | int:
@@ -185,8 +190,9 @@ def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: Staged,
     seeded = plan.calibration is None
     ops = Counter(n.op_type for n in quantized.graph.node)
     return QuantizeResult(plan.source, plan.output, plan.settings,
-                          SampleSet(calibration.source, calibration.count, seeded),
-                          SampleSet(held_out.source, held_out.count, plan.eval_data is None and seeded),
+                          SampleSet(calibration.source, calibration.count, seeded, calibration.preprocess),
+                          SampleSet(held_out.source, held_out.count, plan.eval_data is None and seeded,
+                                    held_out.preprocess),
                           plan.budgets, report=staged.report, fingerprint=staged.fingerprint,
                           ops={"QuantizeLinear": ops["QuantizeLinear"], "DequantizeLinear": ops["DequantizeLinear"],
                                "nodes": len(quantized.graph.node)},
