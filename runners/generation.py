@@ -28,6 +28,7 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 from portable.quiet import quiet_libraries
+from portable.runners.sessions import CPU, SessionFailed, SessionSpec, session_from_onnx
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
            "torch_generate"]
@@ -116,23 +117,30 @@ def prompt_ids(batch: int, length: int, vocab: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, vocab, size=(batch, length), dtype=np.int64)
 
 
-def _session(path: Path, providers: Sequence[Any], threads: int | None = None) -> Any:
-    """An ONNX Runtime session of one graph, ORT's log kept to errors; ``threads``: its intra-op threads
-    (default: ORT's, one per core). lead: swap for the shared session factory (runners/sessions.py) once
-    issue 22 lands."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    # the CUDA provider's ScatterND warns through the default logger, once per node, that duplicate indices are
-    # undefined (a step's cache slots never repeat): the session's own level does not reach that logger
-    ort.set_default_logger_severity(3)
+def _session(path: Path, kind: str, spec: SessionSpec) -> Any:
+    """An ONNX Runtime session of one graph, from the shared factory (runners/sessions.py: ORT's log, the
+    session's and the default logger's, kept to errors: the CUDA provider's ScatterND warns through the default
+    logger, once per node, that duplicate indices are undefined, and a step's cache slots never repeat; the
+    provider asked for or a failure). The factory's :class:`SessionFailed` is an unreadable input here (exit 3),
+    in the factory's words."""
     try:
-        return ort.InferenceSession(str(path), options, providers=list(providers))
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph types
-        raise InputError(f"ONNX Runtime cannot load it: {' '.join(str(exc).split())[:300]}", path=str(path)) from None
+        return session_from_onnx(path, spec, what=f"the {kind} graph")
+    except SessionFailed as exc:
+        raise InputError(exc.message, path=str(path)) from None
+
+
+def _spec(providers: Sequence[Any], threads: int | None) -> SessionSpec:
+    """The factory's spec for ``providers`` (names or ``(name, options)``, ONNX Runtime's form): the first is
+    the session's provider; after it only the CPU provider, ONNX Runtime's own fallback for the nodes the
+    first has no kernel for (the factory does not list it: ONNX Runtime adds it)."""
+    if not providers:
+        raise UsageError("no ONNX Runtime provider given for the pair")
+    first, *rest = providers
+    name, options = (first, {}) if isinstance(first, str) else (first[0], dict(first[1]) if len(first) > 1 else {})
+    others = [p if isinstance(p, str) else p[0] for p in rest]
+    if any(other != CPU for other in others):
+        raise UsageError(f"providers {[name, *others]}: a pair runs on one provider (CPU as its fallback)")
+    return SessionSpec(name, options, intra_op_threads=threads)
 
 
 class PairSession:
@@ -144,8 +152,9 @@ class PairSession:
     def __init__(self, files: PairFiles, providers: Sequence[Any] = ("CPUExecutionProvider",),
                  device: str = "cpu", threads: int | None = None) -> None:
         self.files, self.device = files, device
-        self.prefill = _session(files.prefill, providers, threads)
-        self.decode = _session(files.decode, providers, threads)
+        spec = _spec(providers, threads)
+        self.prefill = _session(files.prefill, "prefill", spec)
+        self.decode = _session(files.decode, "decode", spec)
         self.geometry = PairGeometry.of(self.prefill, self.decode)
 
     def generate(self, prompt: np.ndarray, tokens: int, timer: Any = None) -> Trace:

@@ -109,6 +109,23 @@ def test_a_pair_with_a_missing_graph_is_unreadable(tiny_llm_pair, tmp_path):
     assert int(caught.value.exit_code) == 3
 
 
+def test_a_graph_onnx_runtime_cannot_load_is_unreadable_in_the_factorys_words(tiny_llm_pair, tmp_path):
+    result, _ = tiny_llm_pair
+    shutil.copy(result.prefill.path, tmp_path / "x.prefill.onnx")
+    (tmp_path / "x.decode.onnx").write_bytes(b"not a model")
+    with pytest.raises(Exception, match="ONNX Runtime's CPU provider cannot load the decode graph") as caught:
+        PairSession(PairFiles.find(tmp_path / "x.prefill.onnx"))
+    assert int(caught.value.exit_code) == 3 and caught.value.path == str(tmp_path / "x.decode.onnx")
+
+
+def test_a_pair_runs_on_one_provider_with_cpu_as_its_fallback(tiny_llm_pair):
+    result, _ = tiny_llm_pair
+    files = PairFiles.find(result.manifest_path)
+    assert PairSession(files, [("CPUExecutionProvider", {}), "CPUExecutionProvider"], threads=1).decode is not None
+    with pytest.raises(UsageError, match="one provider"):
+        PairSession(files, ["CPUExecutionProvider", "OpenVINOExecutionProvider"])
+
+
 def test_degenerate_generation_is_warned_about():
     flat = Trace("onnxruntime", np.zeros((1, 4), np.int64), tuple(np.zeros((1, 8), np.float32) for _ in range(4)))
     report = GenerationReport("p", "d", ((1,),), ((0, 0, 0, 0),), (compare_traces(flat, flat, Tolerance(1e-4, 1e-3)),),
