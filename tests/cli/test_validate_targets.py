@@ -51,7 +51,7 @@ def test_the_gates_fail_the_run(cli, gelu, gate, code):
 def test_a_clean_model_passes_the_gates_on_every_target(cli, fixture_file):
     result = cli("validate", "--target", "all", "--no-fallback", "--max-partitions", "1", str(fixture_file("PORT201", "good")))
     assert result.exit_code == 0, result.output
-    assert result.output.count("  target   ") == 8 and "fallback:" not in result.output
+    assert result.output.count("  target   ") == 10 and "fallback:" not in result.output
 
 
 def test_a_node_the_cpu_provider_lacks_stops_the_load(cli, tmp_path):
@@ -126,7 +126,7 @@ def test_the_policy_names_targets_and_gates(cli, gelu, tmp_path):
     result = cli("validate", "--config", str(config), gelu)
     assert result.exit_code == 1 and "qnn: 2/3 nodes" in result.output
     assert policy_from_mapping({"targets": ["all"]}).targets == ("ort-cpu", "ort-cuda", "tensorrt", "openvino", "qnn",
-                                                                "nnapi", "coreml", "tract")
+                                                                "nnapi", "coreml", "tract", "directml", "webnn")
     with pytest.raises(ConfigError, match="unknown target"):
         policy_from_mapping({"targets": ["qnn", "tpu"]})
     with pytest.raises(ConfigError, match="positive integer"):

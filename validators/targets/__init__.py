@@ -9,4 +9,5 @@ from portable.validators.targets.profile import OpEntry, Profile, Source, Versio
 __all__ = ["TARGETS", "OpEntry", "Profile", "Source", "VersionRange", "load_profile"]
 
 # Every target a policy may name, in report order (each has profiles/NAME.json and a generator spec).
-TARGETS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt", "openvino", "qnn", "nnapi", "coreml", "tract")
+TARGETS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt", "openvino", "qnn", "nnapi", "coreml", "tract",
+                           "directml", "webnn")

@@ -33,6 +33,9 @@ TRACT_COMMIT = "38b383fbd8ee33873fd0b58fcc23480011554c0c"
 KERNELS = Pinned(ORT, "docs/OperatorKernels.md", "1817f4a81072c49dea2984853edca412674d66fb",
                  "7cc57a636362fe3ece449ec2bb839211e78d6a29",
                  via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: this commit is the last that changed the file")
+WEBNN = Pinned(ORT, "js/web/docs/webnn-operators.md", KERNELS.commit, "ea88f291e55978f6949cc0642905c6e37a7d3715",
+               via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: the file as of this commit, "
+                   "last changed by ac7f4b7763289bfb82fc3f5165d82895d6adde42 (2025-10-11)")
 TENSORRT = Pinned("onnx/onnx-tensorrt", "docs/operators.md", "96e781103cfc4adf4a6bb557e94bac8e693f6f4c",
                   "f32b1da71687773afb6ad032677c9c08f778caa6", via="tag release/10.1-GA")
 OPENVINO = Pinned("openvinotoolkit/openvino", "src/frontends/onnx/docs/supported_ops.md",
@@ -118,6 +121,19 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
     Spec("ort-cuda", "ONNX Runtime, CUDA execution provider", "onnxruntime", "CPUExecutionProvider", (KERNELS,),
          _kernels("CUDAExecutionProvider"), ("ops", "opsets (kernel version ranges)", "types (per type constraint)"),
          (_NO_RESTRICTIONS,)),
+    Spec("directml", "DirectML (ONNX Runtime's DirectML execution provider)", "onnxruntime", "CPUExecutionProvider",
+         (KERNELS,), _kernels("DmlExecutionProvider"),
+         ("ops", "opsets (kernel version ranges)", "types (per type constraint)"), (_NO_RESTRICTIONS,),
+         ("The DirectML section states every kernel's versions open-ended (13+, then 6+): an op version is taken "
+          "from the lowest registered one up, with the types of the first listed range that covers it.",)),
+    Spec("webnn", "WebNN (ONNX Runtime Web's WebNN EP)", "onnxruntime", None, (WEBNN,),
+         lambda texts: Built(parsers.webnn_ops(texts[0])),
+         ("ops", "op versions (ranges per domain)", "constraints (free text)"),
+         ("types: the table states none (the browser's WebNN backend decides, per device)", _CAVEATS),
+         ("No fallback: the WebNN compiler process has CPU fallback disabled (microsoft/onnxruntime#32625, "
+          "#29756), so a node the WebNN EP does not take fails the session.",
+          "The table's own words: operator support may vary across platforms "
+          "(https://webmachinelearning.github.io/webnn-status/).")),
     Spec("tensorrt", "TensorRT (ONNX Runtime's TensorRT EP, onnx-tensorrt parser)", "onnxruntime", "CUDAExecutionProvider",
          (TENSORRT,), lambda texts: Built(parsers.tensorrt_ops(texts[0])),
          ("ops (Y/N)", "types of the data input", "restrictions (free text)", "element types", "casts it applies",

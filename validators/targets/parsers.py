@@ -14,6 +14,7 @@ the file states (element types, preferred casts, an opset range). What a file do
 - ONNX Runtime QNN EP ``op_builder_factory.cc`` (``Create*OpBuilder("Op", ...)``) and ``qnn_utils.cc``
   (the ONNX -> QNN element type map).
 - tract ``onnx/src/**.rs`` (``reg.insert("Op", ...)``).
+- ONNX Runtime Web ``js/web/docs/webnn-operators.md``: ``| Op | domain(7-12, 13+), ... | WebNN ops | constraints |``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "tensorrt_ops",
     "tract_registry",
     "usability_settings",
+    "webnn_ops",
 ]
 
 
@@ -245,3 +247,36 @@ def tract_registry(texts: Iterable[str]) -> Parsed:
     """Every ``reg.insert("Op", ...)`` in tract-onnx's sources; tract looks ops up by type alone."""
     names = sorted({name for text in texts for name in re.findall(r"reg\.insert\(\s*\"(\w+)\"", text)})
     return Parsed(ops={f"{ANY_DOMAIN}:{name}": OpEntry() for name in names})
+
+
+# -- ONNX Runtime Web's WebNN EP table --------------------------------------------------------
+
+_DOMAIN_RANGES = re.compile(r"([\w.]+)\(([^)]*)\)")
+
+
+def _dashed_ranges(cell: str) -> tuple[VersionRange, ...]:
+    """``7-12, 13, 14+`` -> [7, 12], [13, 13], 14+."""
+    out = []
+    for part in (p.strip() for p in cell.split(",")):
+        if part.endswith("+"):
+            out.append(VersionRange(int(part[:-1])))
+        elif "-" in part:
+            low, high = part.split("-")
+            out.append(VersionRange(int(low), int(high)))
+        elif part:
+            out.append(VersionRange(int(part), int(part)))
+    return tuple(out)
+
+
+def webnn_ops(text: str) -> Parsed:
+    """``| Op | ai.onnx(7-12, 13+), com.microsoft(1+) | WebNN ops | constraints |`` rows: one entry per
+    (domain, op) with its version ranges; the constraints column, verbatim, is the entry's restriction."""
+    ops = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not re.fullmatch(r"\w+", cells[0]) or cells[0] == "Operator":
+            continue
+        op, opsets, _webnn, constraints = cells
+        for domain, ranges in _DOMAIN_RANGES.findall(opsets):
+            ops[f"{domain}:{op}"] = OpEntry(versions=_dashed_ranges(ranges), notes=constraints)
+    return Parsed(ops=ops)
