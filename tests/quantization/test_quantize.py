@@ -58,7 +58,7 @@ def test_the_manifest_keeps_settings_samples_and_measurements(quantized):
     q = manifest["quantization"]
     assert q["settings"]["target"] == "ort-cpu" and q["settings"]["activations"] == "uint8"
     assert q["settings"]["from_target"] == ["activations", "weights", "per_channel"]
-    assert q["calibration"] == {"source": "seeded (seed 0, stream 1)", "samples": 16, "seeded": True}
+    assert q["calibration"] == {"source": "seeded (seed 0, stream 1)", "samples": 16, "seeded": True, "preprocess": None}
     assert q["held_out"]["samples"] == 32 and q["held_out"]["source"] != q["calibration"]["source"]
     assert q["source_fingerprint"].startswith("sha256:") and q["budgets_ok"] is True
     assert "not your data's distribution" in q["notes"][0]
