@@ -10,6 +10,13 @@ for, and tests/exporters/test_fusions.py checks ORT's bits stay the same:
   dot product, which ORT's CPU kernels compute in the same order either way; one wider product is
   what GPU runtimes prefer; then their biases, added to each part, are added once before the
   ``Split`` (:class:`MergeSplitBiasesPass`: elementwise, the same additions, exact everywhere).
+- the exact GELU ``x * (0.5 * (1 + erf(x / sqrt2)))``, as PyTorch's exporter writes it, becomes
+  ``(x * (1 + erf(x / sqrt2))) * 0.5`` (:func:`_gelu_half_inside` -> :func:`_gelu_in_ort_order`): the
+  order ONNX Runtime's ``GeluFusion`` recognises (its "pattern 2", onnxruntime
+  ``core/optimizer/gelu_fusion.cc``), so that ORT runs one Gelu kernel instead of five elementwise
+  passes (on the H200, BERT-base and ConvNeXt-T at batch 32: docs/gpu/ortvc.md). Halving is exact in
+  binary floating point, so the file computes the same numbers for every float32/float16 ``x`` that is
+  neither subnormal nor within a factor 2 of the largest finite value.
 Each holds for every batch: it reads only constant weights and static inner dims.
 """
 
@@ -35,7 +42,35 @@ def runtime_fusion_rules() -> list[RewriteRule]:
     return [
         *RewriteRule(_conv_mul, _scaled_conv, _per_channel, name="ConvMulFusion").commute(),
         *RewriteRule(_conv_mul_no_bias, _scaled_conv, _per_channel, name="ConvMulFusionNoBias").commute(),
+        *RewriteRule(_gelu_half_inside, _gelu_in_ort_order, _gelu_constants, name="GeluInOrtOrder").commute(),
     ]
+
+
+def _gelu_half_inside(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
+    """PyTorch's exact GELU (torchlib's ``aten_gelu``, approximate="none"): ``x * (0.5 * (erf(x / √2) + 1))``."""
+    return op.Mul(x, op.Mul(half, op.Add(op.Erf(op.Div(x, root2)), one)))
+
+
+def _gelu_in_ort_order(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
+    """``(x * (erf(x / √2) + 1)) * 0.5``: the same constants, the halving last."""
+    return op.Mul(op.Mul(x, op.Add(op.Erf(op.Div(x, root2)), one)), half)
+
+
+# ORT's GeluFusion takes √2 or the 1.4142099618911743 some BERT exports carry (gelu_fusion.cc)
+_ROOT2 = (float(np.sqrt(np.float32(2.0))), 1.4142099618911743)
+
+
+def _gelu_constants(context: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value, **_: Any) -> bool:
+    """Scalar (or one-element) float32/float16 constants of the exact GELU: √2, 1 and 0.5."""
+    wanted = ((root2, _ROOT2), (one, (1.0,)), (half, (0.5,)))
+    for value, allowed in wanted:
+        tensor = ir.convenience.get_const_tensor(value)
+        if tensor is None or tensor.dtype not in (ir.DataType.FLOAT, ir.DataType.FLOAT16) or tensor.size != 1:
+            return False
+        got = float(tensor.numpy().reshape(-1)[0])
+        if not any(abs(got - a) <= 1e-6 * abs(a) for a in allowed):
+            return False
+    return x.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 
 
 def _conv_mul(op: Any, x: ir.Value, w: ir.Value, b: ir.Value, g: ir.Value) -> ir.Value:

@@ -18,6 +18,16 @@ REPORT_SCHEMA_VERSION = "1.0"
 OpCounts = tuple[tuple[str, int], ...]
 
 
+def _live_text(live: dict[str, str]) -> str:
+    """``; live (RUNTIME): VERDICT``, and where the runtime's answer was set against the offline one and
+    they differ, on which ops."""
+    if not live:
+        return ""
+    disagreements = live.get("disagreements", "0")
+    differ = f"; offline and live disagree on {disagreements}" if disagreements not in ("0", "not compared") else ""
+    return f"; live ({live.get('runtime', '?')}): {live.get('verdict', '?')}{differ}"
+
+
 def _ops(counts: OpCounts, limit: int = 6) -> str:
     """``Erf x2, IsNaN x12`` (the first ``limit``, then how many more ops)."""
     shown = ", ".join(f"{op} x{n}" for op, n in counts[:limit])
@@ -60,8 +70,7 @@ class TargetSummary:
             text += f", fallback: {_ops(rest)}" if rest else ""
         if self.casts:
             text += f"; {self.casts} value{'' if self.casts == 1 else 's'} to cast"
-        live = dict(self.live)
-        return text + (f"; live ({live.get('runtime', '?')}): {live.get('verdict', '?')}" if live else "")
+        return text + _live_text(dict(self.live))
 
     def to_dict(self) -> dict[str, Any]:
         fixed = None

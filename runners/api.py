@@ -160,8 +160,8 @@ def _make_runners(plan: _Plan, module: Any, eps: Sequence[EpChoice], compile_mod
     runners.extend(CompiledRunner(module, plan.device, m, name=compiled_name(m), examples=shape) for m in compile_modes)
     # ONNX Runtime's intra-op threads spin-wait after each run by default: in a process that times PyTorch next,
     # they take its cores (a tiny BERT's eager p50 read 75-219 ms after ORT's block, 11-13 ms alone)
-    runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph, spinning=False)
-                   for e in eps)
+    runners.extend(OnnxRuntimeRunner(plan.model, e.provider, tf32=tf32, cuda_graph=e.cuda_graph, nhwc=e.nhwc,
+                                     spinning=False) for e in eps)
     return runners
 
 

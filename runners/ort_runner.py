@@ -28,7 +28,7 @@ from portable.errors import UsageError, one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
 from portable.runners.sessions import SessionFailed, SessionSpec, session_from_onnx
 
-__all__ = ["CUDA", "GRAPH_SUFFIX", "PROVIDER_ALIASES", "REPORTED_OPTIONS", "EpChoice", "OnnxRuntimeRunner",
+__all__ = ["CUDA", "GRAPH_SUFFIX", "NHWC_SUFFIX", "PROVIDER_ALIASES", "REPORTED_OPTIONS", "EpChoice", "OnnxRuntimeRunner",
            "StaticBinding", "available_providers", "bind_io", "provider_options", "resolve_eps", "resolve_providers",
            "short_name"]
 
@@ -48,6 +48,7 @@ PROVIDER_ALIASES: dict[str, str] = {
 CUDA = "CUDAExecutionProvider"
 TENSORRT = "TensorrtExecutionProvider"
 GRAPH_SUFFIX = "-graph"  # "cuda-graph": the CUDA provider with enable_cuda_graph=1
+NHWC_SUFFIX = "-nhwc"  # "cuda-nhwc": the CUDA provider with prefer_nhwc=1 (channels-last convolutions)
 _DEVICE_OF = {CUDA: "cuda", TENSORRT: "cuda"}
 # The options shown in reports, as ONNX Runtime gives them back for the session.
 REPORTED_OPTIONS = ("device_id", "use_tf32", "cudnn_conv_algo_search", "arena_extend_strategy", "gpu_mem_limit",
@@ -88,33 +89,48 @@ def resolve_providers(names: str | None, *, require_available: bool = True) -> l
 
 @dataclass(frozen=True)
 class EpChoice:
-    """One ONNX Runtime runner to make: a provider, and for CUDA whether to replay CUDA graphs."""
+    """One ONNX Runtime runner to make: a provider, and for CUDA whether to replay CUDA graphs and
+    whether to prefer NHWC (channels-last) kernels."""
 
     provider: str
     cuda_graph: bool = False
+    nhwc: bool = False
+
+    @property
+    def name(self) -> str:
+        """The runner's name: ``ort-cuda``, ``ort-cuda-graph``, ``ort-cuda-nhwc``, ``ort-cuda-graph-nhwc``."""
+        return (f"ort-{short_name(self.provider)}" + (GRAPH_SUFFIX if self.cuda_graph else "")
+                + (NHWC_SUFFIX if self.nhwc else ""))
+
+
+def _ep_choice(raw: str) -> EpChoice:
+    """``cuda-graph-nhwc`` -> CUDA with both options; the options belong to the CUDA provider only."""
+    base, flags = raw, {GRAPH_SUFFIX: False, NHWC_SUFFIX: False}
+    while any(base.lower().endswith(s) for s in flags):
+        suffix = next(s for s in flags if base.lower().endswith(s))
+        flags[suffix], base = True, base[: -len(suffix)]
+    provider = resolve_providers(base)[0]
+    if any(flags.values()) and provider != CUDA:
+        raise UsageError(f"--ep {raw}: CUDA graphs and NHWC are options of the CUDA provider only "
+                         "(--ep cuda-graph, cuda-nhwc, cuda-graph-nhwc)")
+    return EpChoice(provider, flags[GRAPH_SUFFIX], flags[NHWC_SUFFIX])
 
 
 def resolve_eps(names: str | None) -> list[EpChoice]:
-    """``cpu,cuda,cuda-graph`` -> the runners to make (``cuda-graph``: CUDA with CUDA graphs)."""
+    """``cpu,cuda,cuda-graph,cuda-nhwc`` -> the runners to make (``cuda-graph``: CUDA with CUDA graphs,
+    ``cuda-nhwc``: CUDA with ``prefer_nhwc=1``; both: ``cuda-graph-nhwc``)."""
     if not names:
         return [EpChoice(p) for p in resolve_providers(None)]
-    choices = []
-    for raw in (n.strip() for n in names.split(",") if n.strip()):
-        graph = raw.lower().endswith(GRAPH_SUFFIX)
-        provider = resolve_providers(raw[: -len(GRAPH_SUFFIX)] if graph else raw)[0]
-        if graph and provider != CUDA:
-            raise UsageError(f"--ep {raw}: CUDA graphs are an option of the CUDA provider only (--ep cuda-graph)")
-        choices.append(EpChoice(provider, graph))
-    return list(dict.fromkeys(choices))
+    return list(dict.fromkeys(_ep_choice(raw) for raw in (n.strip() for n in names.split(",") if n.strip())))
 
 
-def provider_options(provider: str, *, tf32: bool, cuda_graph: bool = False) -> dict[str, str]:
+def provider_options(provider: str, *, tf32: bool, cuda_graph: bool = False, nhwc: bool = False) -> dict[str, str]:
     """The options a session is created with: the numerics mode, and ONNX Runtime's defaults
     for the rest spelled out, so that the report states them."""
     if provider == CUDA:
         return {"device_id": "0", "use_tf32": "1" if tf32 else "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
                 "arena_extend_strategy": "kNextPowerOfTwo", "do_copy_in_default_stream": "1",
-                "enable_cuda_graph": "1" if cuda_graph else "0"}
+                "enable_cuda_graph": "1" if cuda_graph else "0", "prefer_nhwc": "1" if nhwc else "0"}
     if provider == TENSORRT:  # no TF32 switch in ORT's TensorRT options: FP16/INT8 off is what strict can ask
         return {"device_id": "0", "trt_fp16_enable": "False", "trt_int8_enable": "False"}
     return {}
@@ -210,19 +226,21 @@ class OnnxRuntimeRunner(Runner):
 
     def __init__(self, model_path: str | Path, provider: str = "CPUExecutionProvider", *,
                  profile_dir: str | None = None, tf32: bool = False, cuda_graph: bool = False,
-                 spinning: bool | None = None, threads: int | None = None) -> None:
+                 spinning: bool | None = None, threads: int | None = None, nhwc: bool = False) -> None:
         """``spinning``/``threads``: the CPU provider's intra-op spin-waiting and thread count
-        (None: ONNX Runtime's defaults; ``compare`` turns spinning off, see runners/sessions.py)."""
+        (None: ONNX Runtime's defaults; ``compare`` turns spinning off, see runners/sessions.py).
+        ``nhwc``: the CUDA provider's ``prefer_nhwc`` (its NHWC convolution kernels, with the layout
+        transposes inserted and cancelled by ONNX Runtime's layout transformer)."""
         super().__init__()
-        if cuda_graph and provider != CUDA:
-            raise UsageError(f"CUDA graphs are an option of {CUDA} only, not {provider}")
+        if (cuda_graph or nhwc) and provider != CUDA:
+            raise UsageError(f"CUDA graphs and NHWC are options of {CUDA} only, not {provider}")
         self.model_path = str(model_path)
         self.provider = provider
         self.cuda_graph = cuda_graph
         self.spinning, self.threads = spinning, threads
-        self.name = f"ort-{short_name(provider)}" + (GRAPH_SUFFIX if cuda_graph else "")
+        self.name = EpChoice(provider, cuda_graph, nhwc).name
         self.device = _DEVICE_OF.get(provider, "cpu")
-        self.options = provider_options(provider, tf32=tf32, cuda_graph=cuda_graph)
+        self.options = provider_options(provider, tf32=tf32, cuda_graph=cuda_graph, nhwc=nhwc)
         self.effective_options: dict[str, str] = {}
         self.load_failed = False  # the session could not be created on this provider
         self._profile_dir = profile_dir

@@ -17,8 +17,14 @@ wording of a load failure are decided here once, from a frozen :class:`SessionSp
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import re
+import sys
+import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +32,7 @@ from typing import Any
 from portable.errors import one_line
 from portable.runners.base import RunnerFailed
 
-__all__ = ["CPU", "ERROR", "FATAL", "SessionFailed", "SessionSpec", "session_from_onnx"]
+__all__ = ["CPU", "ERROR", "FATAL", "SessionFailed", "SessionSpec", "fallback_reason", "session_from_onnx"]
 
 CPU = "CPUExecutionProvider"
 ERROR, FATAL = 3, 4  # ONNX Runtime's severity levels (0 verbose ... 4 fatal)
@@ -87,16 +93,19 @@ def session_options(spec: SessionSpec) -> Any:
 
 
 def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec(), *,  # noqa: B008 - frozen
-                      what: str = "the model") -> Any:
+                      what: str = "the model", said: list[str] | None = None) -> Any:
     """An ``onnxruntime.InferenceSession`` for ``model`` (a file's path, or serialized bytes) on
-    ``spec.provider``; :class:`SessionFailed` naming ``what`` and the provider when it cannot be made."""
+    ``spec.provider``; :class:`SessionFailed` naming ``what`` and the provider when it cannot be made.
+    ``said``: a list that receives what ONNX Runtime wrote while the session was made (its log at
+    ``spec.log_severity``, kept from the user either way), for a caller that reads its placements."""
     import onnxruntime as ort
 
-    ort.set_default_logger_severity(max(spec.log_severity, ERROR))  # provider-library messages too
+    # provider-library messages too; below ERROR only for a caller that reads them
+    ort.set_default_logger_severity(spec.log_severity if said is not None else max(spec.log_severity, ERROR))
     source = str(model) if isinstance(model, Path) else model
+    said = [] if said is None else said
     try:
-        with warnings.catch_warnings():  # "Specified provider ... is not in available provider names": ours below
-            warnings.simplefilter("ignore")
+        with _what_ort_says(said):
             session = ort.InferenceSession(source, session_options(spec),
                                            providers=[(spec.provider, dict(spec.provider_options))])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/NotImplemented types
@@ -105,9 +114,65 @@ def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec
                             detail) from None
     got = session.get_providers()
     if not got or got[0] != spec.provider:
-        raise SessionFailed(f"ONNX Runtime gave providers {got} instead of {spec.provider} for {what}",
-                            f"providers {got}")
+        reason = fallback_reason("\n".join(said))
+        because = f" ({reason})" if reason else ""
+        raise SessionFailed(f"ONNX Runtime gave providers {got} instead of {spec.provider} for {what}{because}",
+                            f"providers {got}{because}")
     return session
+
+
+@contextlib.contextmanager
+def _what_ort_says(said: list[str]) -> Iterator[None]:
+    """Collect what ONNX Runtime writes while a session is made, instead of letting it reach the user:
+    its C++ log on file descriptor 2 (where a provider library that cannot load is named, e.g. TensorRT's
+    missing ``libnvinfer.so.10``), its Python fallback notice on stdout ("EP Error ... Falling back") and
+    its warnings ("Specified provider ... is not in available provider names")."""
+    with tempfile.TemporaryFile(mode="w+b") as log, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        printed = io.StringIO()
+        saved = _redirect_fd(2, log.fileno())
+        try:
+            with contextlib.redirect_stdout(printed):
+                yield
+        finally:
+            _restore_fd(2, saved)
+            log.seek(0)
+            said.extend([log.read().decode("utf-8", "replace"), printed.getvalue()])
+            said.extend(str(w.message) for w in caught)
+
+
+def _redirect_fd(fd: int, target: int) -> int | None:
+    """Point ``fd`` at ``target``; the saved copy to restore (None where ``fd`` is not open)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(fd)
+    except OSError:
+        return None
+    os.dup2(target, fd)
+    return saved
+
+
+def _restore_fd(fd: int, saved: int | None) -> None:
+    if saved is not None:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+# ONNX Runtime's words for a provider it did not use, most telling first; the first that matches is the reason
+_REASONS = tuple(re.compile(p) for p in (r"Failed to load library .*", r"EP Error .*", r"CUDA failure .*",
+                                          r"CUDNN failure .*", r"Specified provider .*", r"\[ONNXRuntimeError\].*"))
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def fallback_reason(text: str) -> str:
+    """ONNX Runtime's own words for why a provider was not used, from what it wrote while the session
+    was made (a library that cannot load, an EP error), on one line; empty when it said nothing telling."""
+    plain = _ANSI.sub("", text)
+    for pattern in _REASONS:
+        found = pattern.search(plain)
+        if found:
+            return " ".join(found.group(0).split())[:400]
+    return ""
 
 
 def _provider(spec: SessionSpec) -> str:

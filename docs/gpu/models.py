@@ -54,6 +54,18 @@ def encoder() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _test_models().encoder()
 
 
+def convnext_tiny() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """torchvision ConvNeXt-T, random init (seed 0), 224x224 (its head is trunc-normal, not zeros)."""
+    from torchvision.models import convnext_tiny as build
+
+    torch.manual_seed(0)
+    return build(weights=None).eval(), (torch.randn(2, 3, 224, 224),)
+
+
+def convnext_tiny_fp16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return convert_precision(*convnext_tiny(), "fp16")
+
+
 def vit_b16() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """torchvision ViT-B/16, random init (seed 0), 224x224."""
     from torchvision.models import vit_b_16

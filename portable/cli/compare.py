@@ -41,7 +41,8 @@ def _shared(fn: F) -> F:
     for option in reversed((
         click.option("--ep", "providers", default=None, metavar="EPS",
                      help="Execution providers, comma-separated (cpu,cuda,tensorrt,...; compare also takes "
-                          "cuda-graph: CUDA with CUDA graphs). Default: compare, the CPU provider on a cpu "
+                          "cuda-graph: CUDA with CUDA graphs, cuda-nhwc: CUDA preferring NHWC kernels, or "
+                          "cuda-graph-nhwc). Default: compare, the CPU provider on a cpu "
                           "device and every available one on cuda (one that cannot load is skipped, with a note); "
                           "matrix, every available one."),
         click.option("--batch", "batch", default=None, metavar="SIZES", help="Batch sizes, e.g. 1,8,32."),

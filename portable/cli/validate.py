@@ -98,7 +98,8 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.option("--max-partitions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Gate: fail (exit 1) when a target's estimate has more than N partitions.")
 @click.option("--no-fallback", is_flag=True, help="Gate: fail (exit 1) when any node of a target falls back or stops the load.")
-@click.option("--live", is_flag=True, help="With --target: also ask the runtimes installed here (ONNX Runtime CPU, OpenVINO).")
+@click.option("--live", is_flag=True,
+              help="With --target: also ask the runtimes installed here (ONNX Runtime CPU and CUDA, OpenVINO, tract).")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="Report format.")
 @output_option

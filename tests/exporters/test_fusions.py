@@ -192,3 +192,60 @@ def test_a_weight_also_used_elsewhere_is_not_merged_so_the_file_does_not_grow() 
     proto.graph.output.append(helper.make_tensor_value_info("w_q_t", onnx.TensorProto.FLOAT, [64, 256]))
     merged = _merged(proto)
     assert {t.name for t in merged.graph.initializer} == {"w_q", "w_k__w_v", "w_k__w_v__split", "w_o"}
+
+
+def _gelu_mlp_proto(tmp_path) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """A Linear -> exact GELU -> Linear block, exported by PyTorch's own exporter (torchlib writes the GELU as
+    ``x * (0.5 * (erf(x / √2) + 1))``), not yet through portable's passes."""
+    import torch
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).eval()
+    program = torch.onnx.export(block, (torch.randn(2, 16),), dynamo=True, opset_version=18, verbose=False)
+    program.save(str(tmp_path / "gelu.onnx"))
+    return onnx.load(str(tmp_path / "gelu.onnx"))
+
+
+def _ort_optimized_ops(proto: onnx.ModelProto, tmp_path) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ops ONNX Runtime runs after its own graph optimizations (its optimized model, written out)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "ort-optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(str(tmp_path / "ort-optimized.onnx")).graph.node]
+
+
+def test_the_exact_gelu_is_written_in_the_order_ort_fuses_with_the_same_numbers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from onnx.reference import ReferenceEvaluator
+
+    exported = _gelu_mlp_proto(tmp_path)
+    assert "Gelu" not in _ort_optimized_ops(exported, tmp_path)  # as PyTorch writes it, ORT runs five kernels
+    fused = _fused(exported)
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("Erf") == 1 and ops.count("Mul") == 2 and all(n.domain in ("", "ai.onnx") for n in fused.graph.node)
+    last = fused.graph.node[[n.op_type for n in fused.graph.node].index("Erf") + 2 :][:2]
+    assert [n.op_type for n in last] == ["Mul", "Mul"]
+    assert "Gelu" in _ort_optimized_ops(fused, tmp_path)  # ORT's GeluFusion now takes it: one kernel
+    name = exported.graph.input[0].name
+    x = (RNG.standard_normal((64, 16)) * 3).astype(np.float32)
+    before = ReferenceEvaluator(exported).run(None, {name: x})[0]
+    after = ReferenceEvaluator(fused).run(None, {name: x})[0]
+    np.testing.assert_array_equal(after, before)  # the file's own arithmetic: bit for bit (halving is exact)
+    assert float(np.std(before)) > 0.05
+
+
+def test_a_gelu_like_chain_with_other_constants_is_left_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from onnx import numpy_helper
+
+    exported = _gelu_mlp_proto(tmp_path)
+    for tensor in exported.graph.initializer:
+        value = numpy_helper.to_array(tensor)
+        if value.size == 1 and float(value.reshape(-1)[0]) == 0.5:
+            tensor.CopyFrom(numpy_helper.from_array(np.array(0.25, dtype=value.dtype), tensor.name))
+    fused = _fused(exported)
+    erf = [n.op_type for n in fused.graph.node].index("Erf")
+    assert [n.op_type for n in fused.graph.node][erf + 1 : erf + 4] == [n.op_type for n in exported.graph.node][
+        [n.op_type for n in exported.graph.node].index("Erf") + 1 : [n.op_type for n in exported.graph.node].index("Erf") + 4]
+    assert "Gelu" not in _ort_optimized_ops(fused, tmp_path)

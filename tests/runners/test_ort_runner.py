@@ -114,6 +114,25 @@ def test_resolve_eps_knows_cuda_graph_and_refuses_it_elsewhere(monkeypatch) -> N
         ort_runner.OnnxRuntimeRunner("m.onnx", "CPUExecutionProvider", cuda_graph=True)
 
 
+def test_resolve_eps_knows_nhwc_in_either_order_and_refuses_it_elsewhere(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from portable.errors import UsageError
+    from portable.runners import ort_runner
+    from portable.runners.ort_runner import CUDA, EpChoice, provider_options, resolve_eps
+
+    monkeypatch.setattr(ort_runner, "available_providers", lambda: [CUDA, "CPUExecutionProvider"])
+    got = resolve_eps("cuda-nhwc,cuda-graph-nhwc,cuda-nhwc-graph")
+    assert got == [EpChoice(CUDA, False, True), EpChoice(CUDA, True, True)]
+    assert [c.name for c in got] == ["ort-cuda-nhwc", "ort-cuda-graph-nhwc"]
+    assert provider_options(CUDA, tf32=False, nhwc=True)["prefer_nhwc"] == "1"
+    assert provider_options(CUDA, tf32=False)["prefer_nhwc"] == "0"
+    with pytest.raises(UsageError, match="CUDA provider only"):
+        resolve_eps("cpu-nhwc")
+    with pytest.raises(UsageError, match="NHWC"):
+        ort_runner.OnnxRuntimeRunner("m.onnx", "CPUExecutionProvider", nhwc=True)
+
+
 def test_runner_reports_the_options_ort_gives_back(cnn_onnx: Path) -> None:
     from portable.runners.ort_runner import OnnxRuntimeRunner
 

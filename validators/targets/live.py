@@ -5,6 +5,12 @@ the model itself, beside the offline estimate of their profile.
   graph optimizations off (so nodes keep their names), read back with
   ``InferenceSession.get_provider_graph_assignment_info()``: which provider got how many nodes,
   or the error that stopped the session.
+- ``ort-cuda``: an ONNX Runtime CUDA session, graph optimizations off, its log read at INFO: the nodes
+  ORT finds no CUDA kernel for ("CUDA kernel not found in registries for Op type: ..."), the node
+  count per provider (ORT also places shape computations on the CPU on purpose: those are counted
+  apart), and one run on seeded inputs, since some kernels refuse an input only when they run. The
+  ops without a CUDA kernel are set against the offline profile's: each op the two judge differently
+  is a disagreement, named.
 - ``openvino``: ``Core.read_model`` (the ONNX frontend: where an op it lacks fails) and
   ``Core.query_model(model, "CPU")``: how many of the converted model's operations the CPU plugin takes.
 - ``tract``: ``tract.onnx().load(path).into_model()``: its loader and typing, where an op without a
@@ -22,6 +28,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from portable.errors import one_line
 from portable.packages import installed_version
@@ -29,6 +36,7 @@ from portable.packages import installed_version
 __all__ = ["LIVE", "ask"]
 
 Answer = tuple[tuple[str, str], ...]
+Question = Callable[[str | bytes, Counter[str]], Answer]  # (the model, the ops the profile says fall back)
 
 
 @contextlib.contextmanager
@@ -70,6 +78,72 @@ def _ort_cpu(source: str | bytes) -> str:
     return f"loads, {placed or 'no nodes assigned'}"
 
 
+_NO_KERNEL = re.compile(r"CUDA kernel not found in registries for Op type: (\S+) node name: (.*)")
+
+
+def _no_kernel(said: list[str]) -> Counter[str]:
+    """The ops (per node) ONNX Runtime's CUDA provider found no kernel for, from its INFO log."""
+    return Counter(m.group(1) for text in said for m in _NO_KERNEL.finditer(text))
+
+
+def _ort_cuda(source: str | bytes, offline: Counter[str]) -> tuple[str, str]:
+    """``(verdict, disagreements)`` for the CUDA provider, ``offline`` the ops the profile says fall back."""
+    from portable.runners.sessions import SessionFailed, SessionSpec, session_from_onnx
+
+    said: list[str] = []
+    spec = SessionSpec("CUDAExecutionProvider", {"device_id": "0"}, optimize=False, log_severity=1,
+                       config_entries={"session.record_ep_graph_assignment_info": "1"})
+    try:
+        session = session_from_onnx(source, spec, said=said)
+    except SessionFailed as exc:
+        return f"does not load: {_message(RuntimeError(exc.detail))}", "not compared"
+    missing, ran = _no_kernel(said), _run_once(session)
+    counts: Counter[str] = Counter()
+    for sub in session.get_provider_graph_assignment_info():
+        counts[sub.ep_name] += len(sub.get_nodes())
+    placed = ", ".join(f"{n} on {ep.removesuffix('ExecutionProvider')}" for ep, n in sorted(counts.items()))
+    lacking = ", ".join(f"{op} x{n}" for op, n in sorted(missing.items())) or "none"
+    return f"loads, {placed}; no CUDA kernel: {lacking}; {ran}", _disagreements(offline, missing)
+
+
+_NUMPY = {"float": "float32", "float16": "float16", "double": "float64", "int64": "int64", "int32": "int32",
+          "int8": "int8", "uint8": "uint8", "bool": "bool"}
+
+
+def _seeded_feeds(session: Any) -> dict[str, Any]:
+    """Batch-1 inputs for the session's own signature: floats standard normal, integers 0 or 1 (a valid
+    index into any table), symbolic dims 1. (The runners' feeds are not imported: validators sit below
+    runners, docs/layout.md's floors; this question only needs the kernels to run.)"""
+    import numpy as np
+
+    rng, feeds = np.random.default_rng(0), {}
+    for spec in session.get_inputs():
+        dtype = _NUMPY.get(spec.type.removeprefix("tensor(").removesuffix(")"))
+        if dtype is None:
+            raise ValueError(f"input {spec.name!r} has type {spec.type}: no seeded value for it")
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]
+        values = rng.standard_normal(shape) if dtype.startswith("float") else rng.integers(0, 2, shape)
+        feeds[spec.name] = values.astype(dtype)
+    return feeds
+
+
+def _run_once(session: Any) -> str:
+    """One run on seeded inputs (batch 1): a kernel that refuses its input says so only here."""
+    try:
+        session.run(None, _seeded_feeds(session))
+    except Exception as exc:  # noqa: BLE001 - a kernel's refusal is the answer
+        return f"a run fails: {_message(exc)}"
+    return "a run on seeded inputs succeeds"
+
+
+def _disagreements(offline: Counter[str], live: Counter[str]) -> str:
+    """The ops the offline profile and ONNX Runtime judge differently, with both sides' node counts."""
+    ops = sorted(op for op in set(offline) | set(live) if offline[op] != live[op])
+    if not ops:
+        return "0"
+    return f"{len(ops)}: " + ", ".join(f"{op} (offline {offline[op]}, ORT {live[op]})" for op in ops)
+
+
 def _openvino(source: str | bytes) -> str:
     import openvino as ov
 
@@ -95,24 +169,48 @@ def _tract(source: str | bytes) -> str:
     return "loads (tract.onnx().load(...).into_model())"
 
 
-# target -> (package to import, what its version is reported as, the question)
-LIVE: dict[str, tuple[str, Callable[[str | bytes], str]]] = {
-    "ort-cpu": ("onnxruntime", _ort_cpu),
-    "openvino": ("openvino", _openvino),
-    "tract": ("tract", _tract),
+def _cuda_question(source: str | bytes, offline: Counter[str]) -> Answer:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return (("verdict", "not installed (this onnxruntime has no CUDA provider: onnxruntime-gpu has)"),)
+    verdict, disagreements = _ort_cuda(source, offline)
+    return (("verdict", verdict), ("disagreements", disagreements))
+
+
+def _plain(question: Callable[[str | bytes], str]) -> Question:
+    """A question whose answer is its verdict alone (the offline ops are not compared)."""
+    return lambda source, offline: (("verdict", question(source)),)
+
+
+# target -> (package to import, the question)
+LIVE: dict[str, tuple[str, Question]] = {
+    "ort-cpu": ("onnxruntime", _plain(_ort_cpu)),
+    "ort-cuda": ("onnxruntime", _cuda_question),
+    "openvino": ("openvino", _plain(_openvino)),
+    "tract": ("tract", _plain(_tract)),
 }
 
 
-def ask(target: str, source: str | bytes) -> Answer:
-    """The live answer for ``target`` (empty when no runtime here can give one)."""
+def ask(target: str, source: str | bytes, offline: Counter[str] | None = None) -> Answer:
+    """The live answer for ``target`` (empty when no runtime here can give one); ``offline``: the ops
+    (per node) the profile says fall back, for a runtime whose answer is compared with it."""
     if target not in LIVE:
         return ()
     package, question = LIVE[target]
-    found = installed_version(package)
+    found = _version(package)
     if found is None:
         return (("runtime", package), ("verdict", "not installed"))
     try:
-        verdict = question(source)
+        answer = question(source, offline or Counter())
     except Exception as exc:  # noqa: BLE001 - a runtime that breaks is reported, not raised
-        verdict = f"error: {one_line(exc, limit=240)}"
-    return (("runtime", f"{package} {found}"), ("verdict", verdict))
+        answer = (("verdict", f"error: {one_line(exc, limit=240)}"),)
+    return (("runtime", f"{package} {found}"), *answer)
+
+
+def _version(package: str) -> str | None:
+    """The version of the package Python imports (onnxruntime-gpu's module is ``onnxruntime`` too)."""
+    if installed_version(package) is None and installed_version(f"{package}-gpu") is None:
+        return None
+    module = __import__(package)
+    return str(getattr(module, "__version__", None) or installed_version(package))
