@@ -20,6 +20,7 @@ from portable.validators.context import ModelContext
 from portable.validators.lean import HeldLean, LeanModel, parse_lean_bytes
 from portable.validators.loading import load_model_file, parse_model_bytes
 from portable.validators.rules import ALL_RULES, Rule
+from portable.validators.targets import TARGETS
 from portable.validators.wire import Unscannable
 
 __all__ = ["IGNORE_KEY", "select_rules", "validate", "validate_bytes", "validate_held", "validate_proto"]
@@ -34,6 +35,9 @@ def select_rules(policy: Policy) -> list[Rule]:
     unknown = sorted((set(policy.select) | set(policy.ignore)) - known)
     if unknown:
         raise UsageError(f"unknown rule id(s): {', '.join(unknown)} (see `portable rules`)")
+    strange = sorted(set(policy.targets) - set(TARGETS))  # a Policy built in Python: the CLI's check, again
+    if strange:
+        raise UsageError(f"unknown target(s) {', '.join(strange)} (known: {', '.join(TARGETS)}, or all)")
     idle = sorted(r.id for r in ALL_RULES if r.needs_targets and r.id in policy.select) if not policy.targets else []
     if idle:
         raise UsageError(f"{', '.join(idle)} check(s) target profiles: name the targets with --target "

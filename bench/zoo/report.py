@@ -12,6 +12,8 @@ from typing import Any
 
 from bench.zoo.measure import DEGENERATE_RMS, degenerate
 from bench.zoo.registry import PORTABLE, TARGETS
+from portable.validators.targets import TARGETS as TARGET_NAMES  # the one registry, in its order
+from portable.validators.targets import load_profile
 
 __all__ = ["outcome", "passes", "summary", "write"]
 
@@ -201,16 +203,20 @@ exit 3), `crashed` (the subprocess died or timed out).
 """
 
 
-TARGET_NAMES = ("ort-cpu", "ort-cuda", "tensorrt", "openvino", "qnn", "nnapi", "coreml", "tract")
-
 TARGETS_ABOUT = """\
 Offline, from each target's own support table (`portable validate --target all` on portable's
 `--batch dynamic` file; `docs/targets.md`). A cell is the nodes the target's partitions would take
 over all nodes, then the partitions (`p`) and the ops that fall back; `loads` / `no: OP xN` for the
-runtimes without a fallback (ONNX Runtime's CPU provider, OpenVINO, tract: an unsupported node
-stops the load). NNAPI and CoreML need fixed sizes (ORT's usability checker): their cell is the
-estimate with the batch fixed, the file as it is (dynamic batch) runs nothing there.
+runtimes without a fallback ({stops}: an unsupported node stops the load). NNAPI and CoreML need fixed
+sizes (ORT's usability checker): their cell is the estimate with the batch fixed, the file as it is
+(dynamic batch) runs nothing there.
 """
+
+
+def _targets_about() -> str:
+    """The table's legend; the runtimes without a fallback are those whose profile states none."""
+    stops = ", ".join(f"`{name}`" for name in TARGET_NAMES if load_profile(name).fallback is None)
+    return TARGETS_ABOUT.format(stops=stops)
 
 
 def _target_cell(target: dict[str, Any] | None) -> str:
@@ -258,7 +264,7 @@ def target_table(records: Sequence[dict[str, Any]]) -> list[str]:
     body = [f"| {name} | " + " | ".join(_target_cell(t.get(n)) for n in TARGET_NAMES) + f" | {t.get('seconds', 0):.2f} |"
             for name, t in rows]
     total = "| **whole model on the target** | " + " | ".join(f"{whole[n]}/{len(rows)}" for n in TARGET_NAMES) + " | |"
-    return [TARGETS_ABOUT, head, *body, total]
+    return [_targets_about(), head, *body, total]
 
 
 LIVE_NAMES = ("openvino", "tract", "reference")

@@ -94,7 +94,8 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.option("--ort", is_flag=True, help="Also run PORT014: create an ONNX Runtime CPU session.")
 @click.option("--target", "targets", multiple=True, metavar="NAMES",
               help="Check against these targets' own support tables (comma-separated, repeatable; `all`): "
-                   "ort-cpu, ort-cuda, tensorrt, openvino, qnn, nnapi, coreml, tract, directml, webnn. Runs PORT201-PORT204.")
+                   "ort-cpu, ort-cuda, tensorrt, openvino, qnn, nnapi, coreml, tract, directml, webnn, webgpu, "
+                   "migraphx, litert. Runs PORT201-PORT204.")
 @click.option("--max-partitions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Gate: fail (exit 1) when a target's estimate has more than N partitions.")
 @click.option("--no-fallback", is_flag=True, help="Gate: fail (exit 1) when any node of a target falls back or stops the load.")

@@ -41,7 +41,7 @@ class TargetRestrictions(Rule):
         main = ctx.scopes[0]
         facts = ctx.targets.facts
         for name, analysis in ctx.targets:
-            supported = [v.index for v in analysis.verdicts if v.supported]
+            supported = [v.index for v in analysis.verdicts if v.supported and v.index not in analysis.folded]
             counts = Counter(facts.nodes[i].op_type for i in supported)
             first: dict[str, int] = {}
             for i in supported:

@@ -10,4 +10,4 @@ __all__ = ["TARGETS", "OpEntry", "Profile", "Source", "VersionRange", "load_prof
 
 # Every target a policy may name, in report order (each has profiles/NAME.json and a generator spec).
 TARGETS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt", "openvino", "qnn", "nnapi", "coreml", "tract",
-                           "directml", "webnn")
+                           "directml", "webnn", "webgpu", "migraphx", "litert")

@@ -45,6 +45,7 @@ class TargetAnalysis:
     estimate: Partitioning  # the file as it is
     fixed: Partitioning | None  # with the batch fixed (only where the target needs fixed sizes)
     casts: tuple[Cast, ...]
+    folded: frozenset[int] = frozenset()  # nodes the runtime turns into initializers at load (not partitioned)
 
     @property
     def unsupported(self) -> tuple[Verdict, ...]:
@@ -62,7 +63,13 @@ def _over_rank(profile: Profile, facts: ModelFacts, index: int) -> bool:
     return any(r > profile.max_rank for r in ranks)
 
 
+def _folded(profile: Profile, facts: ModelFacts) -> frozenset[int]:
+    return frozenset(i for i, n in enumerate(facts.nodes) if profile.folds(n.domain, n.op_type))
+
+
 def _estimate(profile: Profile, facts: ModelFacts, verdicts: tuple[Verdict, ...], batch_fixed: bool) -> Partitioning:
+    folded = _folded(profile, facts)
+
     def supported(i: int) -> bool:
         if not verdicts[i].supported or _over_rank(profile, facts, i):
             return False
@@ -71,9 +78,10 @@ def _estimate(profile: Profile, facts: ModelFacts, verdicts: tuple[Verdict, ...]
 
     if profile.fallback is None:  # no partitions: the runtime takes the whole graph or nothing
         bad = tuple(v.index for v in verdicts if not v.supported)
-        groups = () if bad or not verdicts else (tuple(range(len(verdicts))),)
-        return Partitioning(nodes=len(verdicts), groups=groups, unsupported=bad)
-    return partition(len(facts.nodes), facts.producers, facts.consumers, supported)
+        kept = tuple(i for i in range(len(verdicts)) if i not in folded)
+        groups = () if bad or not kept else (kept,)
+        return Partitioning(nodes=len(kept), groups=groups, unsupported=bad)
+    return partition(len(facts.nodes), facts.producers, facts.consumers, supported, folded)
 
 
 def _casts(profile: Profile, facts: ModelFacts, graph_io: tuple[set[str], set[str]]) -> tuple[Cast, ...]:
@@ -111,7 +119,7 @@ def analyse(profile: Profile, facts: ModelFacts, graph_io: tuple[set[str], set[s
     fixed = None
     if profile.fixed_sizes and profile.fallback is not None and facts.batch is not None:
         fixed = _estimate(profile, facts, verdicts, batch_fixed=True)
-    return TargetAnalysis(profile, verdicts, estimate, fixed, _casts(profile, facts, graph_io))
+    return TargetAnalysis(profile, verdicts, estimate, fixed, _casts(profile, facts, graph_io), _folded(profile, facts))
 
 
 class TargetChecks:
@@ -152,7 +160,8 @@ class TargetChecks:
             return line
         from portable.validators.targets.live import ask
 
-        return replace(line, live=ask(name, self.ctx.source()))
+        offline = Counter(self.facts.nodes[v.index].op_type for v in analysis.unsupported)
+        return replace(line, live=ask(name, self.ctx.source(), offline))
 
 
 def _ops(facts: ModelFacts, indices: tuple[int, ...]) -> tuple[tuple[str, int], ...]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from portable.validators.targets import parsers
 from portable.validators.targets.parsers import Parsed
-from portable.validators.targets.profile import Profile, Source, profile_path
+from portable.validators.targets.profile import OpEntry, Profile, Source, profile_path
 from portable.validators.targets.sources import Pinned, SourceMissing, read
 
 __all__ = ["SPECS", "Spec", "generate", "main"]
@@ -36,6 +36,27 @@ KERNELS = Pinned(ORT, "docs/OperatorKernels.md", "1817f4a81072c49dea2984853edca4
 WEBNN = Pinned(ORT, "js/web/docs/webnn-operators.md", KERNELS.commit, "ea88f291e55978f6949cc0642905c6e37a7d3715",
                via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: the file as of this commit, "
                    "last changed by ac7f4b7763289bfb82fc3f5165d82895d6adde42 (2025-10-11)")
+WEBGPU = Pinned(ORT, "onnxruntime/core/providers/webgpu/webgpu_execution_provider.cc", KERNELS.commit,
+                "ee6b7707384e2b25169ba1fab1575a45d8fb3d6e",
+                via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: the file as of this commit, "
+                    "last changed by 63b5cefc8e341ede481c4ddff0ae8bc746945027 (2026-01-06)")
+WEBGPU_CONTRIB = Pinned(ORT, "onnxruntime/contrib_ops/webgpu/webgpu_contrib_kernels.cc", KERNELS.commit,
+                        "357eebee714d5183c08f807a83e8a0a6ffeacf8d",
+                        via=f"the history of {QNN}@{QNN_COMMIT[:12]}, a copy of {ORT}'s: the file as of this commit, "
+                            "last changed by 683e78c3e4e11e4c14347a983f9cd3eba1a06c98 (2025-11-15)")
+MIGRAPHX = Pinned("ROCm/AMDMIGraphX", "docs/dev/onnx_operators.rst", "f729a52fafa209a094eb8c6df3433e94423577fe",
+                  "a24fbac6a801cc1d8ee75855b03cfe7dcdf58563",
+                  via="branch develop (2026-05-29); the file last changed by ac44f968e1365be5f444a830667f00493e43a703")
+ONNX2TF = "PINTO0309/onnx2tf"
+ONNX2TF_COMMIT = "2c0cb019b77bb7464828123eb3b708e05b4737a7"  # main, 2026-07-20
+ONNX2TF_REGISTRY = Pinned(ONNX2TF, "onnx2tf/tflite_builder/op_registry.py", ONNX2TF_COMMIT,
+                          "32f94b5b945079fe2e9d62a08b18b5132d0f3c8b",
+                          via="main; the file last changed by 5b0a098b60010e9065e1c1956a376b94fa571bf2 (2026-07-12)")
+ONNX2TF_README = Pinned(ONNX2TF, "README.md", ONNX2TF_COMMIT, "fc88700b11216d641e172876a19b4e46e8708d91",
+                        via="main; the file last changed by 79251fac2be6845966b737dc9b233de7b08c3a68 (2026-07-20)")
+ONNX2TF_TYPES = Pinned(ONNX2TF, "onnx2tf/tflite_builder/core/onnx_analysis.py", ONNX2TF_COMMIT,
+                       "02d90c9aa8d181539b0b67d60c9cb5c094988627",
+                       via="main; the file last changed by c3c5ff75bf080009bcf3c96e99f50a87856be2d6 (2026-07-12)")
 TENSORRT = Pinned("onnx/onnx-tensorrt", "docs/operators.md", "96e781103cfc4adf4a6bb557e94bac8e693f6f4c",
                   "f32b1da71687773afb6ad032677c9c08f778caa6", via="tag release/10.1-GA")
 OPENVINO = Pinned("openvinotoolkit/openvino", "src/frontends/onnx/docs/supported_ops.md",
@@ -66,6 +87,14 @@ _TRACT_BLOBS = {
     "s2d.rs": "a0796b4c4800f3f92cbf63c240d31e45921d871c",
 }
 TRACT_FILES = tuple(Pinned(TRACT, f"onnx/src/ops/{name}", TRACT_COMMIT, blob) for name, blob in _TRACT_BLOBS.items())
+
+# Per runtime, the ops it turns into data before any op table is asked (the profile's ``folded``):
+# - ONNX Runtime turns every Constant node (by op type, any domain) into an initializer when it builds the
+#   graph (onnxruntime/core/graph/graph.cc, Graph::Graph, "Process 'Constant' nodes", at KERNELS.commit):
+#   no kernel table lists Constant, and every target it hosts takes the value.
+# - onnx2tf's flatbuffer_direct lowering makes each Constant node a constant tensor before it dispatches
+#   the others (onnx2tf/tflite_builder/lower_from_onnx2tf.py, lower_constant_node, at ONNX2TF_COMMIT).
+FOLDED = {"onnxruntime": ("*:Constant",), "onnx2tf": ("*:Constant",)}
 
 # The casts portable would apply where a target lacks a type but has its narrower sibling.
 NARROWER = (("float64", "float32"), ("int64", "int32"))
@@ -111,6 +140,12 @@ def _qnn(texts: Sequence[str]) -> Built:
     return Built(Parsed(ops=ops, element_types=parsers.qnn_element_types(texts[1])))
 
 
+def _litert(texts: Sequence[str]) -> Built:
+    constraints = parsers.onnx2tf_constraints(texts[1])
+    ops = {key: OpEntry(notes=constraints.get(key.split(":", 1)[1], "")) for key in parsers.onnx2tf_registry(texts[0]).ops}
+    return Built(Parsed(ops=ops, element_types=parsers.onnx2tf_element_types(texts[2])))
+
+
 _NO_RESTRICTIONS = "restrictions: the table states none (attribute and shape limits live in the kernels' code)"
 _CAVEATS = "restrictions: the table's caveats are kept as notes and reported, not checked"
 
@@ -134,6 +169,27 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
           "#29756), so a node the WebNN EP does not take fails the session.",
           "The table's own words: operator support may vary across platforms "
           "(https://webmachinelearning.github.io/webnn-status/).")),
+    Spec("webgpu", "WebGPU (ONNX Runtime's native WebGPU EP, as in ONNX Runtime Web)", "onnxruntime",
+         "CPUExecutionProvider", (WEBGPU, WEBGPU_CONTRIB), lambda texts: Built(parsers.webgpu_kernels(texts)),
+         ("ops (registered kernels, by domain)", "opsets (kernel version ranges)",
+          "types of the typed kernels (Clip, Range: per T)"),
+         ("types: the other kernels' type constraints are in each kernel's own file (not read)",
+          "restrictions: GetCapability's own checks (com.microsoft Attention with mask_index, past or "
+          "past_seq_len inputs or a present output goes to the CPU) and the kernels' are in code"),
+         ("A node without a WebGPU kernel falls back to the CPU EP (in ONNX Runtime Web: the WebAssembly "
+          "one), a warning; ONNX Runtime also keeps small shape computations on the CPU (GetCpuPreferredNodes), "
+          "which the estimate counts on the device.",
+          "Not the JSEP table (js/web/docs/webgpu-operators.md): that describes the older JavaScript EP.")),
+    Spec("migraphx", "AMD MIGraphX (ONNX Runtime's MIGraphX EP, MIGraphX's ONNX parser)", "onnxruntime",
+         "CPUExecutionProvider", (MIGRAPHX,), lambda texts: Built(parsers.migraphx_ops(texts[0])),
+         ("ops (supported or not, by op type)", "limitations (free text)", "element types (the data-type sentence)"),
+         ("opsets: the table says 'operators up to Opset 19' as a whole, no versions per op (not checked)",
+          "per-op types: taken from the ONNX specification, 'an operator might support other additional "
+          "datatypes' (the table's note): not checked", _CAVEATS),
+         ("ONNX Runtime's MIGraphX EP hands a node it does not take to the CPU EP (a warning); standalone "
+          "MIGraphX (migraphx.parse_onnx) has no fallback: an unsupported op fails the parse.",
+          "ONNX Runtime's MIGraphX EP also keeps an op list of its own (mgx_supported_ops in "
+          "onnxruntime/core/providers/migraphx/migraphx_execution_provider.cc); this profile is MIGraphX's table.")),
     Spec("tensorrt", "TensorRT (ONNX Runtime's TensorRT EP, onnx-tensorrt parser)", "onnxruntime", "CUDAExecutionProvider",
          (TENSORRT,), lambda texts: Built(parsers.tensorrt_ops(texts[0])),
          ("ops (Y/N)", "types of the data input", "restrictions (free text)", "element types", "casts it applies",
@@ -158,6 +214,18 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
          ("ops", "caveats (free text)", "the usability checker's settings (rank limit)"),
          ("opsets and types: the table states none", _CAVEATS),
          ("The NeuralNetwork format has its own table (coreml_supported_neuralnetwork_ops.md): not profiled.",)),
+    Spec("litert", "LiteRT (TFLite), converted by onnx2tf's flatbuffer_direct backend", "onnx2tf", None,
+         (ONNX2TF_REGISTRY, ONNX2TF_README, ONNX2TF_TYPES), _litert,
+         ("ops (the converter's dispatch registry, by op type)", "key constraints (free text, the README's builtin table)",
+          "element types (the converter's ONNX -> TFLite type map)"),
+         ("opsets: the registry states none",
+          "restrictions: each entry's ValidationSpec and validator check ranks and attributes in code; the README's "
+          "constraints are reported, not checked",
+          "the ops the converter's preprocessing rewrites before dispatch are judged as the file has them",
+          "custom-op candidates (--flatbuffer_direct_allow_custom_ops, opt-in) are not profiled"),
+         ("No fallback: 'If direct export fails, conversion stops with an explicit error' (the README): a node "
+          "the registry lacks fails the conversion.",
+          "This is what the converter produces; the LiteRT interpreter's delegates (GPU, NNAPI, XNNPACK) are not profiled.")),
     Spec("tract", "tract (Sonos), its ONNX loader", "tract", None, TRACT_FILES,
          lambda texts: Built(parsers.tract_registry(texts)),
          ("ops (registered by op type)",), ("opsets, types and restrictions: the registry states none",),
@@ -188,7 +256,8 @@ def generate(name: str, override: Path | None = None) -> Profile:
     return Profile(name=spec.name, title=spec.title, runtime=spec.runtime, fallback=spec.fallback, sources=sources,
                    holds=spec.holds, lacks=spec.lacks, notes=spec.notes + parsed.notes, opset_range=parsed.opset_range,
                    element_types=parsed.element_types, prefer=_preferred(parsed), fixed_sizes=built.fixed_sizes,
-                   max_rank=built.max_rank, expands_functions=spec.runtime == "onnxruntime", ops=dict(parsed.ops))
+                   max_rank=built.max_rank, expands_functions=spec.runtime == "onnxruntime", ops=dict(parsed.ops),
+                   folded=FOLDED.get(spec.runtime, ()))
 
 
 def _one(name: str, override: Path | None, check: bool) -> int:

@@ -20,6 +20,7 @@ the file states (element types, preferred casts, an opset range). What a file do
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,7 +29,11 @@ from portable.validators.targets.profile import ANY_DOMAIN, OpEntry, VersionRang
 
 __all__ = [
     "Parsed",
+    "migraphx_ops",
     "mobile_ops",
+    "onnx2tf_constraints",
+    "onnx2tf_element_types",
+    "onnx2tf_registry",
     "openvino_ops",
     "ort_kernels",
     "qnn_builders",
@@ -36,6 +41,7 @@ __all__ = [
     "tensorrt_ops",
     "tract_registry",
     "usability_settings",
+    "webgpu_kernels",
     "webnn_ops",
 ]
 
@@ -280,3 +286,160 @@ def webnn_ops(text: str) -> Parsed:
         for domain, ranges in _DOMAIN_RANGES.findall(opsets):
             ops[f"{domain}:{op}"] = OpEntry(versions=_dashed_ranges(ranges), notes=constraints)
     return Parsed(ops=ops)
+
+
+# -- ONNX Runtime's WebGPU EP: its kernel registration tables ---------------------------------
+
+_ORT_DOMAINS = {"kOnnxDomain": "ai.onnx", "kMSDomain": "com.microsoft", "kMSInternalNHWCDomain": "com.ms.internal.nhwc"}
+_CPP_TYPES = {"float": "float32", "double": "float64", "MLFloat16": "float16", "BFloat16": "bfloat16", "bool": "bool",
+              "int8_t": "int8", "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64"}
+_KERNEL_CLASS = re.compile(r"ONNX_OPERATOR_(VERSIONED_)?(TYPED_)?KERNEL_CLASS_NAME\(\s*\w+,\s*(\w+),\s*([^)]*)\)")
+_KERNEL_MACRO = re.compile(r"\bKERNEL_CREATE_INFO(_VERSIONED)?(_TYPED)?\(([^)]*)\)")
+_CREATED = re.compile(r"Register\(\s*Create(\w+)KernelInfo\b")
+_TABLE = "function_table[] = {"
+
+Registration = tuple[str, int, int | None, str | None]  # "domain:Op", since, until, the typed kernel's type
+
+
+def _registration(domain: str, versioned: bool, typed: bool, args: str) -> Registration:
+    """One kernel class name's arguments (``since[, end][, type], Op``) as (key, since, until, type)."""
+    if domain not in _ORT_DOMAINS:
+        raise ValueError(f"unknown kernel domain {domain!r}")
+    parts = [a.strip() for a in args.split(",")]
+    until = int(parts[1]) if versioned else None
+    cpp = parts[-2] if typed else None
+    if cpp is not None and cpp not in _CPP_TYPES:
+        raise ValueError(f"unknown kernel type {cpp!r} of {parts[-1]}")
+    return f"{_ORT_DOMAINS[domain]}:{parts[-1]}", int(parts[0]), until, _CPP_TYPES[cpp] if cpp else None
+
+
+def _code_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.lstrip().startswith(("//", "#"))]
+
+
+def _registered(text: str) -> list[Registration]:
+    """The kernels one registration file registers: its table's entries, then the ops registered by a
+    ``Create<Op>KernelInfo`` function, at the versions their class declarations state."""
+    if _TABLE not in text:
+        raise ValueError("no kernel registration table (function_table[]) in the file")
+    head, body = text.split(_TABLE, 1)
+    body_lines = _code_lines(body)
+    out = [_registration(m.group(3), bool(m.group(1)), bool(m.group(2)), m.group(4))
+           for line in body_lines for m in _KERNEL_CLASS.finditer(line)]
+    out += [_registration("kOnnxDomain", bool(m.group(1)), bool(m.group(2)), m.group(3))
+            for line in body_lines for m in _KERNEL_MACRO.finditer(line)]
+    created = {m.group(1) for line in body_lines for m in _CREATED.finditer(line)}
+    declared = [_registration(m.group(3), bool(m.group(1)), bool(m.group(2)), m.group(4))
+                for line in _code_lines(head) if line.lstrip().startswith("class ") for m in _KERNEL_CLASS.finditer(line)]
+    return out + [r for r in declared if r[0].split(":")[1] in created]
+
+
+def webgpu_kernels(texts: Iterable[str]) -> Parsed:
+    """Per op, the version ranges its kernels are registered for; a typed kernel (``Range`` for float
+    and int32) gives its range the types of its ``T`` (the constraint ORT's typed kernel macros bind)."""
+    ranges: dict[str, dict[tuple[int, int | None], list[str] | None]] = {}
+    for key, since, until, dtype in (r for text in texts for r in _registered(text)):
+        types = ranges.setdefault(key, {}).setdefault((since, until), [] if dtype else None)
+        if dtype is not None and types is not None and dtype not in types:
+            types.append(dtype)
+    ops = {key: OpEntry(versions=tuple(VersionRange(since, until, (("T", tuple(t)),) if t else ())
+                                       for (since, until), t in found.items()))
+           for key, found in ranges.items()}
+    return Parsed(ops=ops)
+
+
+# -- AMD MIGraphX docs/dev/onnx_operators.rst ------------------------------------------------
+
+_MIGX_TYPES = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
+               "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64", "FLOAT16": "float16",
+               "FLOAT32": "float32", "DOUBLE": "float64"}
+_SUPPORTED = {"\u2705": True, "\u274c": False}  # the table's check mark and cross
+
+
+def _grid_rows(text: str) -> list[list[str]]:
+    """An RST grid table's rows, each cell's lines joined by a space; whitespace inside an embedded
+    URI (``<https://...>``) is dropped, as docutils drops it."""
+    rows: list[list[str]] = []
+    cells: list[list[str]] | None = None
+    for line in text.splitlines():
+        if line.startswith("+"):
+            if cells:
+                rows.append([re.sub(r"<([^>]*)>", lambda m: "<" + re.sub(r"\s+", "", m.group(1)) + ">", " ".join(c))
+                             for c in cells])
+            cells = None
+        elif line.startswith("|"):
+            parts = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = cells if cells is not None and len(cells) == len(parts) else [[] for _ in parts]
+            for cell, part in zip(cells, parts, strict=True):
+                if part:
+                    cell.append(part)
+    return rows
+
+
+def _migx_types(text: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The element types the data-type sentence lists; FLOAT8 is the variant the FP8 note names."""
+    listed = re.search(r"supports the following ONNX data types: ([A-Z0-9, ]+?),? and ([A-Z0-9]+)", text)
+    if listed is None:
+        return None, ("the table states no data types",)
+    names = [t.strip() for t in (*listed.group(1).split(","), listed.group(2)) if t.strip()]
+    fp8 = re.search(r"FP8 support is only for (\w+)", text)
+    known = _MIGX_TYPES | ({"FLOAT8": f"float8{fp8.group(1).lower()}"} if fp8 else {})
+    unread = tuple(f"data type {n!r} is not a type name portable reads; left out" for n in names if n not in known)
+    return tuple(known[n] for n in names if n in known), unread
+
+
+def migraphx_ops(text: str) -> Parsed:
+    """The operator matrix (supported or not, limitations as the entry's restriction), keyed by op type
+    alone (the table names no domains, and lists contrib ops such as BiasGelu beside ONNX's), and the
+    element types of the data-type sentence; the table's notes (``.. Note::``) as the profile's notes."""
+    ops = {}
+    for op, mark, _types, limits in (r for r in _grid_rows(text) if len(r) == 4 and r[1] in _SUPPORTED):
+        name = re.sub(r"\s*\(deprecated\)$", "", op)
+        ops[f"{ANY_DOMAIN}:{name}"] = OpEntry(supported=_SUPPORTED[mark], notes=limits)
+    types, unread = _migx_types(text)
+    return Parsed(ops=ops, element_types=types, notes=_rst_notes(text) + unread)
+
+
+def _rst_notes(text: str) -> tuple[str, ...]:
+    """The paragraph of each ``.. Note::`` directive (its first block of non-blank lines), joined."""
+    lines = text.splitlines()
+    notes = []
+    for start in (i + 1 for i, line in enumerate(lines) if line.strip().lower() == ".. note::"):
+        body = itertools.dropwhile(lambda line: not line.strip(), lines[start:])
+        notes.append(" ".join(line.strip() for line in itertools.takewhile(lambda line: line.strip(), body)))
+    return tuple(notes)
+
+
+# -- onnx2tf's flatbuffer_direct converter (LiteRT) -------------------------------------------
+
+_O2T_REGISTRY = "_DISPATCH_REGISTRY: Dict[str, DispatchEntry] = {"
+_O2T_TABLE = "|ONNX OP|TFLite OP|Key constraints (flatbuffer_direct)|"
+
+
+def onnx2tf_registry(text: str) -> Parsed:
+    """The ops of the converter's dispatch registry (``"Op": DispatchEntry(`` at the dict's top level),
+    looked up by op type alone (``validate_node_support`` reads ``node.op``)."""
+    if _O2T_REGISTRY not in text:
+        raise ValueError("no _DISPATCH_REGISTRY in op_registry.py")
+    body = text.split(_O2T_REGISTRY, 1)[1].split("\n}\n", 1)[0]
+    names = re.findall(r"^    \"(\w+)\": DispatchEntry\(", body, re.MULTILINE)
+    return Parsed(ops={f"{ANY_DOMAIN}:{name}": OpEntry() for name in names})
+
+
+def onnx2tf_constraints(text: str) -> dict[str, str]:
+    """The README's builtin table: op -> its key constraints, verbatim (``-``: none)."""
+    lines = text.splitlines()
+    if _O2T_TABLE not in (line.strip() for line in lines):
+        raise ValueError(f"no {_O2T_TABLE!r} table in the README")
+    start = [line.strip() for line in lines].index(_O2T_TABLE) + 2
+    rows = itertools.takewhile(lambda line: line.strip().startswith("|"), lines[start:])
+    cells = [line.strip().strip("|").split("|") for line in rows]
+    return {c[0].strip(): "" if "|".join(c[2:]).strip() == "-" else "|".join(c[2:]).strip() for c in cells if len(c) >= 3}
+
+
+def onnx2tf_element_types(text: str) -> tuple[str, ...]:
+    """The ONNX element types of ``_ONNX_TYPE_TO_TFLITE_DTYPE`` (any other type stops the conversion)."""
+    block = re.search(r"_ONNX_TYPE_TO_TFLITE_DTYPE = \{(.*?)\}", text, re.DOTALL)
+    if block is None:
+        raise ValueError("no _ONNX_TYPE_TO_TFLITE_DTYPE map in onnx_analysis.py")
+    return tuple(onnx_type(t) for t in re.findall(r"onnx\.TensorProto\.(\w+):", block.group(1)))

@@ -39,12 +39,13 @@ class Partitioning:
 
 
 def partition(count: int, producers: Sequence[frozenset[int]], consumers: Sequence[frozenset[int]],
-              supported: Callable[[int], bool]) -> Partitioning:
+              supported: Callable[[int], bool], absent: frozenset[int] = frozenset()) -> Partitioning:
     """Group the supported nodes of a graph of ``count`` nodes into partitions: a topological walk
     that grows the current group while it can, and defers an unsupported node on the group's border
-    to after the group closes (so the group never depends on it)."""
-    in_degree = [len(producers[i]) for i in range(count)]
-    ready = deque(i for i in range(count) if in_degree[i] == 0)
+    to after the group closes (so the group never depends on it). ``absent`` nodes are not in the
+    graph the runtime partitions (it made them initializers at load): what they feed reads data."""
+    in_degree = [len(producers[i] - absent) for i in range(count)]
+    ready = deque(i for i in range(count) if in_degree[i] == 0 and i not in absent)
     later: deque[int] = deque()
     groups: list[tuple[int, ...]] = []
     group: list[int] = []
@@ -73,4 +74,4 @@ def partition(count: int, producers: Sequence[frozenset[int]], consumers: Sequen
                 ready.append(consumer)
     if group:
         groups.append(tuple(group))
-    return Partitioning(nodes=count, groups=tuple(groups), unsupported=tuple(sorted(unsupported)))
+    return Partitioning(nodes=count - len(absent), groups=tuple(groups), unsupported=tuple(sorted(unsupported)))

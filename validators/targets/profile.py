@@ -101,11 +101,18 @@ class Profile:
     # (HardSwish, Mish, CastLike...): true for the targets ONNX Runtime hosts.
     expands_functions: bool = False
     ops: Mapping[str, OpEntry] = field(default_factory=dict)  # "domain:Op" ("*:Op": any domain)
+    # Ops the runtime turns into data when it loads the graph, before any provider sees it ("domain:Op",
+    # "*:Op": any domain): not judged and not partitioned (ONNX Runtime: Constant becomes an initializer).
+    folded: tuple[str, ...] = ()
 
     def entry(self, domain: str, op_type: str) -> OpEntry | None:
         """The table's row for an op (``domain`` "" is ai.onnx), or None when it has none."""
         key = f"{domain or 'ai.onnx'}:{op_type}"
         return self.ops.get(key) or self.ops.get(f"{ANY_DOMAIN}:{op_type}")
+
+    def folds(self, domain: str, op_type: str) -> bool:
+        """Does the runtime turn this op into data at load (so no table row is needed)?"""
+        return f"{domain or 'ai.onnx'}:{op_type}" in self.folded or f"{ANY_DOMAIN}:{op_type}" in self.folded
 
     @property
     def preferred(self) -> dict[str, str]:
@@ -120,6 +127,7 @@ class Profile:
             "element_types": list(self.element_types) if self.element_types is not None else None,
             "prefer": dict(self.prefer), "fixed_sizes": self.fixed_sizes, "max_rank": self.max_rank,
             "expands_functions": self.expands_functions,
+            **({"folded": list(self.folded)} if self.folded else {}),
             "ops": {key: self.ops[key].to_dict() for key in sorted(self.ops)},
         }
 
@@ -170,7 +178,7 @@ def profile_from_dict(data: Mapping[str, Any]) -> Profile:
         notes=tuple(data["notes"]), opset_range=(data["opset_range"][0], data["opset_range"][1]) if data["opset_range"] else None,
         element_types=None if types is None else tuple(types), prefer=tuple(data["prefer"].items()),
         fixed_sizes=data["fixed_sizes"], max_rank=data["max_rank"], expands_functions=data["expands_functions"],
-        ops=_Rows(data["ops"]),
+        ops=_Rows(data["ops"]), folded=tuple(data.get("folded", ())),
     )
 
 

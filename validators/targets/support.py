@@ -10,6 +10,7 @@ those (QNN).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -33,11 +34,14 @@ class Verdict:
 
 def judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
     """The node on the target; where ONNX Runtime hosts it, an op no provider has a kernel for is
-    inlined from its ONNX function body (``expands_functions``), so the body's ops are judged instead."""
+    inlined from its ONNX function body (``expands_functions``), so the body's ops are judged instead.
+    An op the runtime turns into data at load (``folded``: ONNX Runtime's Constant) is not judged."""
+    node = facts.nodes[index]
+    if profile.folds(node.domain, node.op_type):
+        return Verdict(index, True, detail=f"{profile.runtime} turns {node.op_type} into an initializer at load")
     verdict = _judge(profile, facts, index)
     if verdict.supported or verdict.reason == "dtype" or not profile.expands_functions:
         return verdict
-    node = facts.nodes[index]
     opset = facts.opset(node.domain)
     body = function_body(node.domain, node.op_type, opset) if opset is not None else None
     if body is None or not _no_cpu_kernel(facts, index):
@@ -86,13 +90,39 @@ def _typed(profile: Profile, facts: ModelFacts, index: int, entry: OpEntry, vers
         elem = facts.types.get(name)
         if elem is not None and elem != 0 and dtype_name(elem) not in allowed:
             return Verdict(index, False, "dtype", f"{where} '{name}' is {dtype_name(elem)}; {profile.name} takes "
-                                                  f"{', '.join(allowed)} there", wanted=allowed)
+                                                  f"{', '.join(allowed)} there", wanted=_nearest_first(dtype_name(elem), allowed))
     if entry.data_types is not None and not _data_type_ok(facts, index, entry.data_types):
         node = facts.nodes[index]
         got = dtype_name(facts.types.get(node.input[0] if node.input else "", 0))
         return Verdict(index, False, "dtype", f"its data tensor is {got}; {profile.name}'s table lists "
                                               f"{', '.join(entry.data_types)} for {node.op_type}", wanted=entry.data_types)
     return Verdict(index, True)
+
+
+_DTYPE = re.compile(r"(bfloat|float|uint|int|bool|complex|string)(\d*)")
+
+
+def _kind_bits(dtype: str) -> tuple[str, int]:
+    """``float32`` -> ("float", 32), ``bfloat16`` -> ("float", 16), ``bool`` -> ("bool", 0)."""
+    found = _DTYPE.match(dtype)
+    if found is None:
+        return dtype, 0
+    kind, bits = found.groups()
+    return "float" if kind == "bfloat" else kind, int(bits) if bits else 0
+
+
+def _nearest_first(dtype: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The allowed types, the one a cast should go to first: of the same kind (float, int, uint...), the
+    narrowest wider than ``dtype`` (lossless), else the widest narrower one; other kinds after, as listed."""
+    kind, bits = _kind_bits(dtype)
+
+    def rank(t: str) -> tuple[int, int]:
+        k, b = _kind_bits(t)
+        if k != kind:
+            return 2, 0
+        return (0, b) if b > bits else (1, -b)
+
+    return tuple(sorted(allowed, key=rank))
 
 
 def _data_type_ok(facts: ModelFacts, index: int, allowed: tuple[str, ...]) -> bool:
