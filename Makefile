@@ -12,7 +12,7 @@ ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
 ONLY ?=
 
-.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo
+.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo cli-docs
 
 venv: $(STAMP)
 
@@ -80,6 +80,10 @@ $(TARGETS_STAMP): $(STAMP)
 # Regenerate the target profiles from the runtimes' tables (docs/targets.md: the source cache).
 targets-profiles: $(STAMP)
 	$(PY) -m portable.validators.targets.generate
+
+# docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
+cli-docs: $(STAMP)
+	$(PY) -m portable.cli.docs docs/cli.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out

@@ -133,13 +133,13 @@ def _rules_table(text: str) -> str:
     return text[start:text.index("\n\n", start)].rstrip("\n")
 
 
-def test_the_readme_rules_table_is_what_portable_rules_prints(cli):
-    """README.md's table comes from the catalogue: regenerate it with `portable rules --format markdown`."""
+def test_the_contract_pages_rules_table_is_what_portable_rules_prints(cli):
+    """docs/contract.md's table comes from the catalogue: regenerate it with `portable rules --format markdown`."""
     from support import ROOT
 
     listing = cli("rules", "--format", "markdown")
     assert listing.exit_code == 0
-    assert _rules_table((ROOT / "README.md").read_text()) == _rules_table(listing.output + "\n\n")
+    assert _rules_table((ROOT / "docs" / "contract.md").read_text()) == _rules_table(listing.output + "\n\n")
 
 
 @pytest.mark.parametrize("args", [["rules", "--format", "markdown"], ["validate", "{model}"]], ids=" ".join)

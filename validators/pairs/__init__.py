@@ -1,4 +1,4 @@
-"""Rules over a prefill/decode pair of a text-generation export (PORT2xx), and :func:`validate_pair`.
+"""Rules over a prefill/decode pair of a text-generation export (PORT301+), and :func:`validate_pair`.
 
 One module per rule, listed explicitly in :data:`PAIR_RULES`; their records for the rule catalogue
 (:mod:`portable.catalogue`) in :data:`PAIR_RULE_INFOS`. They read two graphs at once, so they run

@@ -18,7 +18,7 @@ PairFinding = tuple[GraphSide, Finding]  # the graph whose report holds the find
 
 
 class PairRule(Rule):
-    """Base class of the pair rules (PORT2xx): implement :meth:`check_pair`."""
+    """Base class of the pair rules (PORT301+): implement :meth:`check_pair`."""
 
     phase: ClassVar[str] = "pair"
 
