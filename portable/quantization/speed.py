@@ -22,14 +22,16 @@ from portable.errors import InternalError
 __all__ = ["LatencyComparison", "compare_latency", "cpu_session"]
 
 
-def cpu_session(path: Path, what: str = "the model") -> Any:
+def cpu_session(path: Path, what: str = "the model", *, as_written: bool = False) -> Any:
     """An ONNX Runtime CPU session of ``path`` (the runners' factory: quiet, no fallback, graph
     optimizations at ONNX Runtime's default, spinning off); one that cannot be made is portable's
-    failure here (exit 3): both models were validated before."""
+    failure here (exit 3): both models were validated before. ``as_written``: graph optimizations off,
+    so a QDQ file runs its QuantizeLinear/DequantizeLinear and float ops as written (the file's own
+    arithmetic, the same on every CPU) instead of ORT's fused int8 kernels (which depend on the CPU)."""
     from portable.runners.sessions import SessionFailed, SessionSpec, session_from_onnx
 
     try:
-        return session_from_onnx(path, SessionSpec(spinning=False), what=what)
+        return session_from_onnx(path, SessionSpec(spinning=False, optimize=not as_written), what=what)
     except SessionFailed as exc:
         raise InternalError(exc.message) from None
 
