@@ -118,15 +118,22 @@ def _test_models():  # type: ignore[no-untyped-def]
     return module
 
 
-def export(name: str, path: str) -> None:
-    """Export SPEC ``name`` with a dynamic batch axis (dynamo exporter, opset 18, one file)."""
+def export(name: str, path: str, raw: bool = False) -> None:
+    """Export SPEC ``name`` with a dynamic batch axis: ``portable export``'s pipeline (the dynamo exporter, opset
+    18, portable's passes, one file, no verify here: the compares are the proof), or with ``raw`` torch.onnx's
+    own output (what the issue-12 and issue-33 stage A/B rows ran; docs/gpu/ortvc.md compares the two)."""
     module, example = globals()[name]()
-    shapes = tuple({0: torch.export.Dim("batch", min=1, max=1024)} for _ in example)
-    program = torch.onnx.export(module, example, dynamo=True, opset_version=18, external_data=False,
-                                dynamic_shapes=shapes, verbose=False)
-    program.save(path)
+    if not raw:
+        from portable.exporters.api import export as portable_export
+
+        portable_export(module, example, path, batch="dynamic", verify=False, force=True)
+    else:
+        shapes = tuple({0: torch.export.Dim("batch", min=1, max=1024)} for _ in example)
+        program = torch.onnx.export(module, example, dynamo=True, opset_version=18, external_data=False,
+                                    dynamic_shapes=shapes, verbose=False)
+        program.save(path)
     print(f"exported {name} -> {path} ({Path(path).stat().st_size / 2**20:.1f} MiB)")
 
 
 if __name__ == "__main__":
-    export(sys.argv[1], sys.argv[2])
+    export(sys.argv[1], sys.argv[2], raw="--raw" in sys.argv[3:])

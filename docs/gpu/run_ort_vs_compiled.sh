@@ -41,7 +41,9 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, unless too litt
 
 export_models() {  # in parallel: exports use the CPUs only, and nothing is timed meanwhile
   for m in "$@"; do
-    [ -f "$MODELS/$m.onnx" ] || step "export-$m" 240 python3 docs/gpu/models.py "$m" "$MODELS/$m.onnx" &
+    # torch.onnx's own file (--raw), as the A-E runs of 2026-12-03 had it (stage E adds portable export's);
+    # RAW= bash ... exports through portable's pipeline instead
+    [ -f "$MODELS/$m.onnx" ] || step "export-$m" 240 python3 docs/gpu/models.py "$m" "$MODELS/$m.onnx" ${RAW---raw} &
   done
   wait
 }

@@ -43,7 +43,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, unless too litt
 
 export_models() {  # in parallel: exports use the CPUs only, and nothing is timed meanwhile
   for m in "$@"; do
-    [ -f "$MODELS/$m.onnx" ] || step "export-$m" 200 python3 docs/gpu/models.py "$m" "$MODELS/$m.onnx" &
+    [ -f "$MODELS/$m.onnx" ] || step "export-$m" 200 python3 docs/gpu/models.py "$m" "$MODELS/$m.onnx" --raw &  # torch.onnx's own file, which issue 12 ran
   done
   wait
 }
