@@ -20,6 +20,7 @@ def test_the_ops_without_a_cuda_kernel_are_read_from_onnx_runtimes_log() -> None
     from portable.validators.targets.live import _no_kernel
 
     assert _no_kernel([_LOG, ""]) == Counter({"Det": 2})
+    assert _no_kernel([_LOG, _LOG]) == Counter({"Det": 2})  # asked twice, the same two nodes
     assert _no_kernel(["[I:onnxruntime:, session_state.cc] All nodes placed on [CUDAExecutionProvider]"]) == Counter()
 
 

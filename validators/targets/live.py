@@ -82,8 +82,10 @@ _NO_KERNEL = re.compile(r"CUDA kernel not found in registries for Op type: (\S+)
 
 
 def _no_kernel(said: list[str]) -> Counter[str]:
-    """The ops (per node) ONNX Runtime's CUDA provider found no kernel for, from its INFO log."""
-    return Counter(m.group(1) for text in said for m in _NO_KERNEL.finditer(text))
+    """The ops (per node) ONNX Runtime's CUDA provider found no kernel for, from its INFO log; a node named
+    twice (the provider is asked again after the layout pass) counts once."""
+    nodes = {(m.group(1), m.group(2).strip()) for text in said for m in _NO_KERNEL.finditer(text)}
+    return Counter(op for op, _ in nodes)
 
 
 def _ort_cuda(source: str | bytes, offline: Counter[str]) -> tuple[str, str]:
