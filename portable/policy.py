@@ -52,6 +52,7 @@ class Policy:
     targets: tuple[str, ...] = ()  # target profiles to check against (PORT201+); empty: none
     max_partitions: int | None = None  # gate: more partitions on a target is an error (PORT203)
     no_fallback: bool = False  # gate: any node a target leaves to its fallback is an error (PORT203)
+    fail_on: str | None = None  # gate: "partial" or "unsupported": a node of that verdict or worse is an error (PORT203)
     targets_live: bool = False  # also ask the installed runtimes (ONNX Runtime CPU, OpenVINO)
     exit_zero: bool = False  # --exit-zero: findings are reported but never fail the run (an unreadable model still does)
     source: str = field(default="defaults", compare=False)
@@ -148,6 +149,15 @@ def _bool(key: str, value: Any) -> bool:
     return value
 
 
+FAIL_ON_KINDS = ("partial", "unsupported")  # `--fail-on`: the verdict kinds a gate can start from
+
+
+def _fail_on(key: str, value: Any) -> str:
+    if value not in FAIL_ON_KINDS:
+        raise ConfigError(f"'{key}' must be one of {', '.join(FAIL_ON_KINDS)}, got {value!r}")
+    return str(value)
+
+
 def _batch(key: str, value: Any) -> str:
     if value not in ("dynamic", "static"):
         raise ConfigError(f"'{key}' must be \"dynamic\" or \"static\", got {value!r}")
@@ -183,6 +193,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "targets": ("targets", target_names),
     "max-partitions": ("max_partitions", _int),
     "no-fallback": ("no_fallback", _bool),
+    "fail-on": ("fail_on", _fail_on),
     "targets-live": ("targets_live", _bool),
 }
 
@@ -241,7 +252,7 @@ def load_policy(config: str | Path | None = None, *, discover: bool = True) -> P
 
 def merge_cli(policy: Policy, **overrides: Iterable[str] | bool | int | None) -> Policy:
     """Apply command-line overrides (``--select``, ``--ignore``, ``--strict``, ``--ort``, ``--target``,
-    ``--max-partitions``, ``--no-fallback``, ``--live``, ``--exit-zero``)."""
+    ``--max-partitions``, ``--no-fallback``, ``--fail-on``, ``--live``, ``--exit-zero``)."""
     changes: dict[str, Any] = {}
     for key, value in overrides.items():
         if value is None or value == () or value is False:

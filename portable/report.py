@@ -11,11 +11,17 @@ from portable.errors import ExitCode
 from portable.findings import Finding, Severity
 from portable.policy import Policy
 
-__all__ = ["REPORT_SCHEMA_VERSION", "OpChange", "TargetSummary", "ValidationReport", "op_change", "worst_exit_code"]
+__all__ = ["REPORT_SCHEMA_VERSION", "VERDICT_KINDS", "OpChange", "TargetSummary", "ValidationReport", "op_change", "worst_exit_code"]
 
 REPORT_SCHEMA_VERSION = "1.0"
 
 OpCounts = tuple[tuple[str, int], ...]
+# A node on a target, as winml-cli's analyze and the EP tables word it: the table has it; has it with a
+# restriction stated in words, not checked (PORT204); lists the op but not this version or element type,
+# or as not supported; does not name the op at all.
+VERDICT_KINDS = ("supported", "partial", "unsupported", "unknown")
+# `--fail-on KIND`: the kinds that fail the gate (PORT203)
+FAIL_ON = {"partial": ("partial", "unsupported", "unknown"), "unsupported": ("unsupported", "unknown")}
 
 
 def _live_text(live: dict[str, str]) -> str:
@@ -50,6 +56,7 @@ class TargetSummary:
     fixed_batch: tuple[int, int, OpCounts] | None = None  # (supported, partitions, fallback) with the batch fixed
     casts: int = 0  # values of an element type the target wants cast
     sources: tuple[str, ...] = ()  # repository@commit of the profile's table
+    counts: OpCounts = ()  # nodes per verdict kind (VERDICT_KINDS order), by the tables alone
     live: tuple[tuple[str, str], ...] = ()  # the runtime's own answer: (key, value) pairs, "verdict" among them
 
     @property
@@ -70,7 +77,13 @@ class TargetSummary:
             text += f", fallback: {_ops(rest)}" if rest else ""
         if self.casts:
             text += f"; {self.casts} value{'' if self.casts == 1 else 's'} to cast"
+        if self.failing("partial"):  # every node plainly supported: the head says it
+            text += "; by its tables: " + ", ".join(f"{n} {kind}" for kind, n in self.counts)
         return text + _live_text(dict(self.live))
+
+    def failing(self, fail_on: str) -> int:
+        """Nodes whose verdict fails ``--fail-on fail_on``."""
+        return sum(n for kind, n in self.counts if kind in FAIL_ON[fail_on])
 
     def to_dict(self) -> dict[str, Any]:
         fixed = None
@@ -80,7 +93,8 @@ class TargetSummary:
         return {"name": self.name, "line": self.line(), "nodes": self.nodes, "supported": self.supported,
                 "partitions": self.partitions, "falls_back": self.falls_back, "loads": self.loads,
                 "fallback": dict(self.fallback), "unsupported": dict(self.unsupported), "fixed_batch": fixed,
-                "casts": self.casts, "sources": list(self.sources), "live": dict(self.live) or None}
+                "casts": self.casts, "verdicts": dict(self.counts) or None, "sources": list(self.sources),
+                "live": dict(self.live) or None}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from portable.errors import ExitCode, UsageError
 from portable.formatters import FORMATS, get_formatter
 from portable.formatters.text import TextFormatter
 from portable.io import atomic_write_text, check_writable
-from portable.policy import Policy, merge_cli
+from portable.policy import FAIL_ON_KINDS, Policy, merge_cli
 from portable.report import ValidationReport, worst_exit_code
 
 __all__ = ["emit", "validate"]
@@ -84,6 +84,15 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
         click.echo(f"  stale: {e.model}: {e.rule} at {where}", err=True)
 
 
+def _check_usage(anything: bool, baseline: str | None, write_baseline: str | None, statistics: bool, fmt: str) -> None:
+    if baseline and write_baseline:
+        raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
+    if not anything:
+        raise UsageError("nothing to validate: give model files or folders, or --pair PREFILL DECODE")
+    if statistics and fmt not in ("text", "json"):
+        raise UsageError(f"--statistics prints text or json, not {fmt}: drop --format {fmt} or --statistics")
+
+
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--pair", "pairs", nargs=2, multiple=True, type=click.Path(), metavar="PREFILL DECODE",
@@ -99,6 +108,9 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
 @click.option("--max-partitions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Gate: fail (exit 1) when a target's estimate has more than N partitions.")
 @click.option("--no-fallback", is_flag=True, help="Gate: fail (exit 1) when any node of a target falls back or stops the load.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON_KINDS), default=None,
+              help="Gate: fail (exit 1) when a target's tables judge a node unsupported (unknown ops too), or with "
+                   "partial also one they list with a restriction in words (the report's per-target counts).")
 @click.option("--live", is_flag=True,
               help="With --target: also ask the runtimes installed here (ONNX Runtime CPU and CUDA, OpenVINO, tract).")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
@@ -118,24 +130,21 @@ def _show_stale(stale: Sequence[BaselineEntry], baseline: str) -> None:
               help="Record the current findings as the baseline and exit 0.")
 def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context: int | None, config: str | None,
              select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, ort: bool, targets: tuple[str, ...],
-             max_partitions: int | None, no_fallback: bool, live: bool, fmt: str, output: str | None,
+             max_partitions: int | None, no_fallback: bool, fail_on: str | None, live: bool, fmt: str, output: str | None,
              extra: tuple[tuple[str, str], ...], statistics: bool, exit_zero: bool, jobs: int, baseline: str | None,
              write_baseline: str | None) -> None:
     """Validate ONNX models (files, or folders searched for *.onnx) against the contract.
 
     Exit 0 when no model has error findings (warnings too under --strict), 1 when one
-    has (a failed --max-partitions or --no-fallback gate is one), 3 when a model cannot be read.
+    has (a failed --max-partitions, --no-fallback or --fail-on gate is one), 3 when a model cannot be read.
     """
-    if baseline and write_baseline:
-        raise UsageError("--baseline and --write-baseline exclude each other: write a baseline, then use it")
-    if not paths and not pairs:
-        raise UsageError("nothing to validate: give model files or folders, or --pair PREFILL DECODE")
-    if statistics and fmt not in ("text", "json"):
-        raise UsageError(f"--statistics prints text or json, not {fmt}: drop --format {fmt} or --statistics")
+    _check_usage(bool(paths or pairs), baseline, write_baseline, statistics, fmt)
     policy = merge_cli(policy_from_options(config, select, ignore, strict, ort), targets=targets,
-                       max_partitions=max_partitions, no_fallback=no_fallback, targets_live=live, exit_zero=exit_zero)
-    if (policy.max_partitions is not None or policy.no_fallback or policy.targets_live) and not policy.targets:
-        raise UsageError("--max-partitions, --no-fallback and --live apply to targets: name them with --target")
+                       max_partitions=max_partitions, no_fallback=no_fallback, fail_on=fail_on, targets_live=live,
+                       exit_zero=exit_zero)
+    if (policy.max_partitions is not None or policy.no_fallback or policy.fail_on or policy.targets_live) \
+            and not policy.targets:
+        raise UsageError("--max-partitions, --no-fallback, --fail-on and --live apply to targets: name them with --target")
     for path, what in ((output, "-o/--output"), *((p, f"--report {f}") for f, p in extra),
                        (write_baseline, "--write-baseline")):
         if path:

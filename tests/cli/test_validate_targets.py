@@ -141,7 +141,7 @@ def test_json_carries_the_targets_and_matches_the_schema(cli, gelu):
     data = json.loads(cli("validate", "--target", "qnn,tract", "--format", "json", gelu).output)
     jsonschema.validate(data, schema)
     qnn, tract = data["reports"][0]["targets"]
-    assert qnn["line"] == "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1"
+    assert qnn["line"] == "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1; by its tables: 2 supported, 0 partial, 0 unsupported, 1 unknown"
     assert (qnn["supported"], qnn["partitions"], qnn["fallback"], qnn["unsupported"]) == (2, 2, {"Erf": 1}, {"Erf": 1})
     assert qnn["sources"] == ["onnxruntime/onnxruntime-qnn@cee6c0d91e58"]
     assert tract["loads"] and tract["partitions"] == 1
@@ -158,7 +158,7 @@ def test_without_a_target_nothing_changes(cli, gelu):
 
 
 def test_sarif_junit_and_github_carry_the_target_line(cli, gelu):
-    line = "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1"
+    line = "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1; by its tables: 2 supported, 0 partial, 0 unsupported, 1 unknown"
     sarif = json.loads(cli("validate", "--target", "qnn", "--format", "sarif", gelu).output)
     assert sarif["runs"][0]["artifacts"][0]["properties"]["targets"][0]["line"] == line
     assert f"<system-out>{line}</system-out>" in cli("validate", "--target", "qnn", "--format", "junit", gelu).output

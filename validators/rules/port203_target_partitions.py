@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from portable.findings import Finding, Location, Severity
-from portable.report import TargetSummary
+from portable.report import FAIL_ON, TargetSummary
 from portable.validators.context import ModelContext
 from portable.validators.rules.base import Rule
 
@@ -13,8 +13,11 @@ __all__ = ["TargetPartitions"]
 
 
 class TargetPartitions(Rule):
-    """Per target (``--target``): the partition estimate, with the gates ``--max-partitions N`` and
-    ``--no-fallback`` (``max-partitions`` / ``no-fallback`` in ``[tool.portable]``).
+    """Per target (``--target``): the partition estimate, with the gates ``--max-partitions N``,
+    ``--no-fallback`` and ``--fail-on partial|unsupported`` (``max-partitions`` / ``no-fallback`` /
+    ``fail-on`` in ``[tool.portable]``). ``--fail-on`` reads the tables' verdict per node: ``unsupported``
+    fails on a node the table lacks (op, version or type) or does not name; ``partial`` also on one it
+    lists with a restriction in words (PORT204).
 
     How many subgraphs the target would be given and how many nodes fall back, estimated as ONNX
     Runtime's mobile usability checker does (its partitioning walk, over the nodes the target's table
@@ -44,13 +47,16 @@ class TargetPartitions(Rule):
 
     def check(self, ctx: ModelContext) -> Iterator[Finding]:
         for summary in ctx.targets.summaries():
-            gate = _gate(summary, ctx.policy.max_partitions, ctx.policy.no_fallback)
-            if gate or _split(summary):
+            gate = _gate(summary, ctx.policy.max_partitions, ctx.policy.no_fallback, ctx.policy.fail_on)
+            if gate or _split(summary):  # a gate that fails is an error even when nothing is split
                 yield self.finding(Location(), severity=Severity.ERROR if gate else None, line=summary.line(), gate=gate,
-                                   hint=self._hint(summary))
+                                   hint=self._hint(summary, gate))
 
     @staticmethod
-    def _hint(summary: TargetSummary) -> str:
+    def _hint(summary: TargetSummary, gate: str) -> str:
+        if "--fail-on" in gate and not summary.fallback:
+            return ("the restrictions PORT204 names are stated, not checked: check them on the device, then gate with "
+                    "--fail-on unsupported, or change the PyTorch code that exports those nodes")
         if summary.fixed_batch is not None and summary.fixed_batch[0] > summary.supported:
             return "this target needs fixed sizes: export with a fixed batch (`portable export --batch 1`, `portable fix --batch 1`)"
         if summary.fallback:
@@ -62,9 +68,18 @@ def _split(summary: TargetSummary) -> bool:
     return bool(summary.fallback) or summary.partitions > 1
 
 
-def _gate(summary: TargetSummary, max_partitions: int | None, no_fallback: bool) -> str:
+def _failing(summary: TargetSummary, fail_on: str) -> str:
+    """``3 nodes (1 partial, 2 unknown)``."""
+    kinds = [(kind, n) for kind, n in summary.counts if n and kind in FAIL_ON[fail_on]]
+    total = sum(n for _, n in kinds)
+    return f"{total} node{'' if total == 1 else 's'} ({', '.join(f'{n} {kind}' for kind, n in kinds)})"
+
+
+def _gate(summary: TargetSummary, max_partitions: int | None, no_fallback: bool, fail_on: str | None = None) -> str:
     """Why a gate fails ("" when none does)."""
     failed = []
+    if fail_on is not None and summary.failing(fail_on):
+        failed.append(f"--fail-on {fail_on}: {_failing(summary, fail_on)}")
     if no_fallback and summary.fallback:
         failed.append("--no-fallback: nodes fall back" if summary.falls_back else "--no-fallback: it does not load")
     if max_partitions is not None and summary.falls_back and summary.partitions > max_partitions:

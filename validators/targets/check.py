@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from portable.policy import dtype_name
-from portable.report import TargetSummary
+from portable.report import VERDICT_KINDS, TargetSummary
 from portable.validators.targets.facts import ModelFacts
 from portable.validators.targets.partition import Partitioning, partition
 from portable.validators.targets.profile import Profile, load_profile
@@ -50,6 +50,20 @@ class TargetAnalysis:
     @property
     def unsupported(self) -> tuple[Verdict, ...]:
         return tuple(v for v in self.verdicts if not v.supported)
+
+    def kind(self, verdict: Verdict, facts: ModelFacts) -> str:
+        """One of VERDICT_KINDS: ``partial`` is a node the table lists with a restriction it states in
+        words (PORT204), which portable does not check; ``unknown`` an op the table does not name."""
+        if not verdict.supported:
+            return "unsupported" if verdict.listed else "unknown"
+        node = facts.nodes[verdict.index]
+        entry = None if verdict.index in self.folded else self.profile.entry(node.domain, node.op_type)
+        return "partial" if entry is not None and entry.notes else "supported"
+
+    def counts(self, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
+        """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included)."""
+        found = Counter(self.kind(v, facts) for v in self.verdicts)
+        return tuple((kind, found[kind]) for kind in VERDICT_KINDS)
 
 
 def _over_rank(profile: Profile, facts: ModelFacts, index: int) -> bool:
@@ -178,4 +192,5 @@ def summary(analysis: TargetAnalysis, facts: ModelFacts) -> TargetSummary:
         fallback=_ops(facts, est.unsupported), falls_back=profile.fallback is not None,
         unsupported=_ops(facts, tuple(v.index for v in analysis.unsupported)),
         fixed_batch=None if fixed is None else (fixed.supported, fixed.partitions, _ops(facts, fixed.unsupported)),
-        casts=len(analysis.casts), sources=tuple(f"{s.repository}@{s.commit[:12]}" for s in profile.sources[:1]))
+        casts=len(analysis.casts), counts=analysis.counts(facts),
+        sources=tuple(f"{s.repository}@{s.commit[:12]}" for s in profile.sources[:1]))

@@ -30,6 +30,7 @@ class Verdict:
     reason: str = ""
     detail: str = ""
     wanted: tuple[str, ...] = ()  # for ``dtype``: the element types the table allows there
+    listed: bool = True  # False: the op is not in the target's table at all (``unknown`` in the counts)
 
 
 def judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
@@ -67,7 +68,7 @@ def _judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
     node = facts.nodes[index]
     entry = profile.entry(node.domain, node.op_type)
     if entry is None:
-        return Verdict(index, False, "op", f"{node.op_type} is not in {profile.name}'s table")
+        return Verdict(index, False, "op", f"{node.op_type} is not in {profile.name}'s table", listed=False)
     if not entry.supported:
         return Verdict(index, False, "op", f"{profile.name}'s table lists {node.op_type} as not supported")
     since = facts.since(index)
