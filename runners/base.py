@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,6 +18,7 @@ __all__ = ["Feeds", "Runner", "RunnerFailed", "Step"]
 
 Feeds = Mapping[str, np.ndarray]
 Step = Callable[[], object]
+T = TypeVar("T")
 
 
 class RunnerFailed(Exception):
@@ -49,6 +50,13 @@ class Runner(ABC):
     @abstractmethod
     def prepare(self, feeds: Feeds) -> Step:
         """Place the inputs once and return a step that only runs the model."""
+
+    def _loaded(self, handle: T | None) -> T:
+        """``handle`` (the session, the compiled model, the module) that :meth:`load` sets; RuntimeError
+        ``NAME: load() first`` while it is None (not loaded yet, or unloaded)."""
+        if handle is None:
+            raise RuntimeError(f"{self.name}: load() first")
+        return handle
 
     def synchronize(self) -> None:  # noqa: B027 - a no-op default, not abstract
         """Wait until work queued on the device is done (no-op on the host)."""

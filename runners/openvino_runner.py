@@ -1,4 +1,5 @@
-"""OpenVINO on the CPU: ``Core.read_model`` (its ONNX frontend) then ``compile_model(model, "CPU")``.
+"""OpenVINO on the CPU: ``Core.read_model`` (its ONNX frontend) then ``compile_model(model, "CPU")``, both
+through runners/sessions.py's loaders (``validate --live`` reads the model with the same one).
 
 openvino is optional (``make targets-venv``, the ``targets`` extra): it is imported in :meth:`load`
 only, and :func:`installed` says whether it is here. The CPU plugin runs float32 models in bf16 on
@@ -16,6 +17,7 @@ import numpy as np
 
 from portable.errors import one_line
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
+from portable.runners.sessions import openvino_compiled, openvino_model
 
 __all__ = ["OpenVinoRunner"]
 
@@ -36,32 +38,25 @@ class OpenVinoRunner(Runner):
         self.version: str | None = None
 
     def load(self) -> None:
+        """Read and compile the file (runners/sessions.py's loaders: an op the frontend does not translate
+        fails here, as :class:`~portable.runners.sessions.LoadFailed`)."""
         import openvino as ov
 
         start = time.perf_counter()
         self.version = ov.get_version()
-        core = ov.Core()
-        try:
-            model = core.read_model(self.model_path)
-        except Exception as exc:  # noqa: BLE001 - the frontend's refusal is this runner's failure
-            raise RunnerFailed(f"OpenVINO read_model fails: {one_line(exc, limit=400)}") from None
-        try:
-            self._compiled = core.compile_model(model, "CPU", CONFIG)
-        except Exception as exc:  # noqa: BLE001
-            raise RunnerFailed(f"OpenVINO compile_model(CPU) fails: {one_line(exc, limit=400)}") from None
+        self._compiled = openvino_compiled(*openvino_model(self.model_path), "CPU", CONFIG)
         self.load_seconds = time.perf_counter() - start
 
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
-        if self._compiled is None:
-            raise RuntimeError(f"{self.name}: load() first")
+        compiled = self._loaded(self._compiled)
         try:
-            results = self._compiled(dict(feeds))
+            results = compiled(dict(feeds))
         except Exception as exc:  # noqa: BLE001
             raise RunnerFailed(f"OpenVINO failed to run: {one_line(exc, limit=400)}") from None
-        return [np.array(results[out]) for out in self._compiled.outputs]
+        return [np.array(results[out]) for out in compiled.outputs]
 
     def prepare(self, feeds: Feeds) -> Step:
-        request, given = self._compiled.create_infer_request(), dict(feeds)
+        request, given = self._loaded(self._compiled).create_infer_request(), dict(feeds)
         return lambda: request.infer(given)
 
     def unload(self) -> None:

@@ -272,9 +272,7 @@ class OnnxRuntimeRunner(Runner):
 
     @property
     def session(self) -> Any:
-        if self._session is None:
-            raise RuntimeError(f"{self.name}: load() first")
-        return self._session
+        return self._loaded(self._session)
 
     def _static_binding(self, feeds: Feeds) -> StaticBinding:
         """The fixed buffers for this input shape (one CUDA graph each), with ``feeds`` copied in."""

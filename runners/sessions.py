@@ -13,11 +13,17 @@ wording of a load failure are decided here once, from a frozen :class:`SessionSp
   (``session.intra_op.allow_spinning``), which steals the cores from whatever runs next in the
   process: ``compare`` turns it off while other runners are timed beside it.
 * ``load_model_format`` is always ONNX: a file is never read as the ORT format by its suffix.
+
+The other runtimes' loaders live here too, one per runtime, for their runner and for ``validate --live``
+alike: :func:`openvino_model` (``Core.read_model``) and :func:`openvino_compiled` (``Core.compile_model``),
+:func:`tract_model` (``tract.onnx().load(path).into_model()``). Each imports its (optional) runtime when
+called and words its refusal once, as :class:`LoadFailed`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -32,7 +38,8 @@ from typing import Any
 from portable.errors import one_line
 from portable.runners.base import RunnerFailed
 
-__all__ = ["CPU", "ERROR", "FATAL", "SessionFailed", "SessionSpec", "fallback_reason", "session_from_onnx"]
+__all__ = ["CPU", "ERROR", "FATAL", "LoadFailed", "SessionFailed", "SessionSpec", "fallback_reason", "openvino_compiled",
+           "openvino_model", "session_from_onnx", "tract_message", "tract_model"]
 
 CPU = "CPUExecutionProvider"
 ERROR, FATAL = 3, 4  # ONNX Runtime's severity levels (0 verbose ... 4 fatal)
@@ -185,3 +192,61 @@ def _without_path(text: str, source: str | bytes) -> str:
     if isinstance(source, str):
         return text.replace(f"Load model from {source} failed:", "", 1).strip()
     return text
+
+
+class LoadFailed(RunnerFailed):
+    """An optional runtime cannot load the model (or is not installed): the message names the runtime and the
+    step that refused; ``error`` is the runtime's own exception, for a caller that words its answer itself
+    (``validate --live`` keeps the line of it that names the problem)."""
+
+    def __init__(self, message: str, error: BaseException) -> None:
+        super().__init__(message)
+        self.message, self.error = message, error
+
+
+def _runtime(package: str) -> Any:
+    """The optional runtime's module, imported now; :class:`LoadFailed` saying how to install it when absent."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise LoadFailed(f"{package} is not installed (make targets-venv)", exc) from None
+
+
+def openvino_model(path: str | Path) -> tuple[Any, Any]:
+    """OpenVINO's ``Core`` and the model its ONNX frontend reads from ``path`` (``Core.read_model``, where an
+    op it does not translate fails: :class:`LoadFailed` "OpenVINO read_model fails: ...")."""
+    core = _runtime("openvino").Core()
+    try:
+        return core, core.read_model(str(path))
+    except Exception as exc:  # noqa: BLE001 - the frontend's refusal is the answer
+        raise LoadFailed(f"OpenVINO read_model fails: {one_line(exc, limit=400)}", exc) from None
+
+
+def openvino_compiled(core: Any, model: Any, device: str = "CPU", config: Mapping[str, str] | None = None) -> Any:
+    """``core.compile_model(model, device, config)``: the plugin's compiled model; :class:`LoadFailed`
+    "OpenVINO compile_model(CPU) fails: ..." when the plugin refuses it."""
+    try:
+        return core.compile_model(model, device, dict(config or {}))
+    except Exception as exc:  # noqa: BLE001 - the plugin's refusal is the answer
+        raise LoadFailed(f"OpenVINO compile_model({device}) fails: {one_line(exc, limit=400)}", exc) from None
+
+
+def tract_message(exc: BaseException) -> str:
+    """tract's error without its Rust backtrace: the message and its causes."""
+    text = " ".join(str(exc).split("Stack backtrace:")[0].split())
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+def tract_model(path: str | Path) -> Any:
+    """tract's typed model of ``path``: ``tract.onnx().load(path)`` (its loader: an op without a builder fails,
+    "tract does not load the model: ...") then ``into_model()`` (typing: a shape it cannot infer fails, "tract
+    cannot type the model: ..."), each refusal a :class:`LoadFailed`."""
+    tract = _runtime("tract")
+    try:
+        inference = tract.onnx().load(str(path))
+    except Exception as exc:  # noqa: BLE001 - the loader's refusal is the answer
+        raise LoadFailed(f"tract does not load the model: {tract_message(exc)}", exc) from None
+    try:
+        return inference.into_model()
+    except Exception as exc:  # noqa: BLE001
+        raise LoadFailed(f"tract cannot type the model: {tract_message(exc)}", exc) from None

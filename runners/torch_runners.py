@@ -137,10 +137,9 @@ class EagerRunner(Runner):
     def _call(self, args: list[Any]) -> Any:
         import torch
 
-        if self._fn is None:
-            raise RuntimeError(f"{self.name}: load() first")
+        fn = self._loaded(self._fn)
         with torch.no_grad():
-            return self._fn(*args)
+            return fn(*args)
 
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
         try:

@@ -7,7 +7,8 @@ The input facts are the file's own; the symbolic batch is then bound per batch s
 symbolic, tract fails to run some ops (``Resize``: "Undetermined symbol in expression: batch", the zoo's
 DeepLabV3). Setting concrete input facts instead (``1,3,224,224,f32``) fails on portable's exports,
 whose ``value_info`` keeps the symbol (``Impossible to unify Sym(batch) with Val(1)``).
-tract is optional (``make targets-venv``); it is imported in :meth:`load` only.
+tract is optional (``make targets-venv``); it is imported in :meth:`load` only. The file is loaded and typed by
+runners/sessions.py's :func:`~portable.runners.sessions.tract_model`, the loader ``validate --live`` uses too.
 """
 
 from __future__ import annotations
@@ -19,16 +20,11 @@ from typing import Any
 import numpy as np
 
 from portable.runners.base import Feeds, Runner, RunnerFailed, Step
+from portable.runners.sessions import tract_message, tract_model
 
 __all__ = ["TractRunner"]
 
 PACKAGE = "tract"
-
-
-def _first_line(exc: BaseException) -> str:
-    """tract's error without its Rust backtrace: the message and its causes."""
-    text = " ".join(str(exc).split("Stack backtrace:")[0].split())
-    return f"{type(exc).__name__}: {text[:400]}"
 
 
 class TractRunner(Runner):
@@ -45,16 +41,6 @@ class TractRunner(Runner):
         self._tract: Any = None
         self.version: str | None = None
 
-    def _typed(self) -> Any:
-        try:
-            inference = self._tract.onnx().load(self.model_path)
-        except Exception as exc:  # noqa: BLE001 - the loader's refusal is this runner's failure
-            raise RunnerFailed(f"tract does not load the model: {_first_line(exc)}") from None
-        try:
-            return inference.into_model()
-        except Exception as exc:  # noqa: BLE001
-            raise RunnerFailed(f"tract cannot type the model: {_first_line(exc)}") from None
-
     def load(self) -> None:
         """Load and type the file (an op without a builder, a shape tract cannot infer: fails here)."""
         import tract
@@ -65,7 +51,7 @@ class TractRunner(Runner):
         self._tract = tract
         self.version = tract.version() if hasattr(tract, "version") else None
         self._specs = graph_io(self.model_path)[0]
-        self._typed()
+        tract_model(self.model_path)
         self.load_seconds = time.perf_counter() - start
 
     def _runnable(self, feeds: Feeds) -> Any:
@@ -76,26 +62,26 @@ class TractRunner(Runner):
         if key not in self._runnables:
             from tract.transform import SetSymbols
 
-            model = self._typed()
+            model = tract_model(self.model_path)
             try:
                 if sizes:
                     model.transform(SetSymbols(dict(sizes)))
                 self._runnables[key] = model.into_runnable()
             except Exception as exc:  # noqa: BLE001
-                raise RunnerFailed(f"tract cannot optimize the model for {dict(sizes)}: {_first_line(exc)}") from None
+                raise RunnerFailed(f"tract cannot optimize the model for {dict(sizes)}: {tract_message(exc)}") from None
         return self._runnables[key]
 
     def infer(self, feeds: Feeds) -> list[np.ndarray]:
-        if self._tract is None:
-            raise RuntimeError(f"{self.name}: load() first")
+        self._loaded(self._tract)
         runnable = self._runnable(feeds)
         arrays = [np.ascontiguousarray(a) for a in feeds.values()]  # the graph's input order (make_feeds')
         try:
             return [np.array(v.to_numpy()) for v in runnable.run(arrays)]
         except Exception as exc:  # noqa: BLE001
-            raise RunnerFailed(f"tract failed to run: {_first_line(exc)}") from None
+            raise RunnerFailed(f"tract failed to run: {tract_message(exc)}") from None
 
     def prepare(self, feeds: Feeds) -> Step:
+        self._loaded(self._tract)
         runnable, arrays = self._runnable(feeds), [np.ascontiguousarray(a) for a in feeds.values()]
         return lambda: runnable.run(arrays)
 

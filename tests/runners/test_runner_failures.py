@@ -93,3 +93,25 @@ def test_wrong_npz_inputs_are_one_line_errors(cli, tmp_path, cnn_onnx, kind):
     assert "inputs.npz" in result.stderr or "'x'" in result.stderr
     assert "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_every_runner_asked_before_load_says_load_first(models, cnn_onnx):
+    """One guard, in the base class (``Runner._loaded``): a runner used before ``load()`` (or after ``unload()``)
+    says so in the same words, whatever its runtime; neither openvino nor tract is imported to say it."""
+    from portable.runners.openvino_runner import OpenVinoRunner
+    from portable.runners.ort_runner import OnnxRuntimeRunner
+    from portable.runners.tract_runner import TractRunner
+
+    ort = OnnxRuntimeRunner(cnn_onnx)
+    asks = {"ort-cpu": lambda: ort.session, "openvino": lambda: OpenVinoRunner(cnn_onnx).infer({}),
+            "openvino-prepare": lambda: OpenVinoRunner(cnn_onnx, name="openvino-prepare").prepare({}),
+            "tract": lambda: TractRunner(cnn_onnx).infer({}),
+            "eager": lambda: EagerRunner(models.cnn()[0])._call([])}
+    for name, ask in asks.items():
+        with pytest.raises(RuntimeError, match=rf"^{name}: load\(\) first$"):
+            ask()
+    ort.load()
+    assert ort.session is not None
+    ort.unload()
+    with pytest.raises(RuntimeError, match=r"^ort-cpu: load\(\) first$"):
+        assert ort.session is None  # never reached: the guard raises

@@ -16,6 +16,9 @@ the model itself, beside the offline estimate of their profile.
 - ``tract``: ``tract.onnx().load(path).into_model()``: its loader and typing, where an op without a
   builder fails.
 
+Each runtime's model is made by its one loader in ``portable.runners.sessions`` (the runners' too):
+``session_from_onnx``, ``openvino_model``, ``tract_model``.
+
 A runtime that is not installed answers ``not installed`` (``make targets-venv`` installs OpenVINO
 and tract); nothing here is imported unless ``--live`` is given.
 """
@@ -147,27 +150,26 @@ def _disagreements(offline: Counter[str], live: Counter[str]) -> str:
 
 
 def _openvino(source: str | bytes) -> str:
-    import openvino as ov
+    from portable.runners.sessions import LoadFailed, openvino_model
 
-    core = ov.Core()
     with _as_file(source) as path:
         try:
-            model = core.read_model(path)
-        except Exception as exc:  # noqa: BLE001
-            return f"read_model fails: {_message(exc)}"
+            core, model = openvino_model(path)
+        except LoadFailed as exc:  # the frontend's refusal is the answer, in its own words
+            return f"read_model fails: {_message(exc.error)}"
     ops = {op.get_friendly_name() for op in model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")}
     taken = set(core.query_model(model, "CPU")) & ops
     return f"read_model ok; query_model(CPU) takes {len(taken)}/{len(ops)} operations"
 
 
 def _tract(source: str | bytes) -> str:
-    import tract
+    from portable.runners.sessions import LoadFailed, tract_model
 
     with _as_file(source) as path:
         try:
-            tract.onnx().load(path).into_model()
-        except Exception as exc:  # noqa: BLE001
-            return f"does not load: {_message(exc)}"
+            tract_model(path)
+        except LoadFailed as exc:
+            return f"does not load: {_message(exc.error)}"
     return "loads (tract.onnx().load(...).into_model())"
 
 
