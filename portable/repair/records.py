@@ -46,6 +46,9 @@ class Remedy:
     name: str
     build: Callable[[Plan, ir.Model], ir.passes.PassBase | None]
     fatal: bool = False  # refused: nothing can be done safely (e.g. external data outside the folder)
+    # The report's detail from the model before and after the pass (applied or unchanged), when it has one:
+    # what a rewrite changed on the targets, and what it left and why.
+    detail: Callable[[Plan, ir.Model, ir.Model], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class FixResult:
     fingerprint: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    # per ``--target``: the partition estimate of the original and of the fixed model (``before``, ``after``), and
+    # with the batch fixed where the target needs fixed sizes and the batch is a symbol (None otherwise)
+    partitions: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     @property
     def ops(self) -> OpChange | None:
@@ -135,6 +141,7 @@ class FixResult:
             "remaining": [f.to_dict() for f in self.remaining],
             "validation": self.report.to_dict() if self.report is not None else None,
             "timings": dict(self.timings),
+            "partitions": {name: dict(counts) for name, counts in self.partitions.items()},
         }
 
 

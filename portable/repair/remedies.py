@@ -10,6 +10,7 @@ model as it was, and says why.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +20,8 @@ from onnx_ir.passes import common
 from portable.errors import UsageError, one_line
 from portable.repair.records import Plan, Remedy, RemedyReport
 
-__all__ = ["INT32_TARGETS", "REMEDIES", "apply", "check_dims", "describe", "op_counts", "sort_nodes"]
+__all__ = ["INT32_TARGETS", "PAD_MODE_ROWS", "REMEDIES", "apply", "check_dims", "describe", "op_counts", "pad_modes",
+           "partitions", "sort_nodes"]
 
 
 def _internalize(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
@@ -114,6 +116,103 @@ def _int32_indices(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
     return Int32IndicesPass() if set(plan.policy.targets) & set(INT32_TARGETS) else None
 
 
+# targets whose Pad row takes only some modes, with the row's words: ``fix --target NAME`` rewrites the others
+# (pad-as-slices). A target whose table has no Pad row, or lists it as not supported, needs no entry: its
+# profile says so (coreml: ONNX Runtime's ML Program table has no Pad). tests/repair/test_pad_reflect.py holds
+# each quote to its profile.
+PAD_MODE_ROWS: dict[str, tuple[frozenset[str], str]] = {
+    "nnapi": (frozenset({"reflect", "edge"}), "nnapi_supported_ops.md, ai.onnx:Pad: \"Only constant mode Pad is supported.\""),
+    "migraphx": (frozenset({"edge"}), "onnx_operators.rst, Pad: \"``edge``, ``warp`` padding not supported\""),
+    "litert": (frozenset({"edge"}), "onnx2tf's README, Pad: \"`mode` in `{constant,reflect}`\""),
+}
+
+
+def pad_modes(targets: Iterable[str]) -> frozenset[str]:
+    """The Pad modes (``reflect``, ``edge``) that one of the targets' tables does not take: both where the table
+    has no Pad row or lists it as not supported, those of :data:`PAD_MODE_ROWS` where the row says so."""
+    from portable.exporters.target_rewrites import PAD_MODES
+    from portable.validators.targets.profile import load_profile
+
+    modes: set[str] = set()
+    for name in targets:
+        entry = load_profile(name).entry("", "Pad")
+        row = PAD_MODE_ROWS.get(name)
+        if entry is None or not entry.supported:
+            modes.update(PAD_MODES)
+        elif row is not None and _quoted(row[1]) in entry.notes:
+            modes.update(row[0])
+    return frozenset(modes)
+
+
+def _quoted(source: str) -> str:
+    """The table's words of a ``PAD_MODE_ROWS`` source line (between its first and last double quote)."""
+    return source[source.index('"') + 1:source.rindex('"')]
+
+
+def _pads_as_slices(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.target_rewrites import PadAsSlicesPass
+
+    modes = pad_modes(plan.policy.targets)
+    return PadAsSlicesPass(modes) if modes else None
+
+
+def _pads_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """What pad-as-slices rewrote, the partitions on the targets that asked for it, and each Pad it left, why."""
+    from portable.exporters.target_rewrites import pad_mode, pad_refusal
+
+    modes = pad_modes(plan.policy.targets)
+    wanted = [n for n in before.graph if pad_mode(n) in modes]
+    left = [n for n in after.graph if pad_mode(n) in modes]
+    done = Counter(pad_mode(n) for n in wanted) - Counter(pad_mode(n) for n in left)
+    words = []
+    if done:
+        kinds = ", ".join(f"{mode} {count}" for mode, count in sorted(done.items()))
+        asked = [t for t in plan.policy.targets if pad_modes([t])]
+        words.append(f"{sum(done.values())} Pad ({kinds}) -> Slice + Concat; partitions "
+                     + ", ".join(_partition_change(t, a, b) for t, a, b in _before_after(asked, before, after)))
+    opset = after.opset_imports.get("")
+    words += [f"left Pad '{n.name}' ({pad_mode(n)}): {pad_refusal(n, opset)}" for n in left]
+    return "; ".join(words)
+
+
+def _before_after(targets: list[str], before: ir.Model,
+                  after: ir.Model) -> list[tuple[str, tuple[int, int | None], tuple[int, int | None]]]:
+    first, second = partitions(before, targets), partitions(after, targets)
+    return [(t, first[t], second[t]) for t in targets]
+
+
+def _partition_change(target: str, before: tuple[int, int | None], after: tuple[int, int | None]) -> str:
+    """``coreml 2 -> 1``; where the target needs fixed sizes and the batch is a symbol, also with it fixed."""
+    fixed = f" ({before[1]} -> {after[1]} with the batch fixed)" if before[1] is not None and after[1] is not None else ""
+    return f"{target} {before[0]} -> {after[0]}{fixed}"
+
+
+def partitions(model: ir.Model, targets: Iterable[str]) -> dict[str, tuple[int, int | None]]:
+    """Per target, the partition estimate of ``model`` (``portable validate --target``'s): as it is, and with its
+    batch fixed where the target needs fixed sizes and the batch is a symbol (None otherwise)."""
+    from portable.exporters.serialize import hollow
+    from portable.validators.targets.check import analyse
+    from portable.validators.targets.facts import ModelFacts
+    from portable.validators.targets.profile import load_profile
+
+    proto = hollow(model)[0]  # the weights' payloads left out: the estimate reads the graph and its shapes
+    graph = proto.graph
+    facts = ModelFacts.of(proto, _batch_symbols(model))
+    io = ({v.name for v in graph.input}, {v.name for v in graph.output})
+    found = {}
+    for name in targets:
+        analysis = analyse(load_profile(name), facts, io)
+        found[name] = (analysis.estimate.partitions, analysis.fixed.partitions if analysis.fixed is not None else None)
+    return found
+
+
+def _batch_symbols(model: ir.Model) -> list[str]:
+    """The symbols at dim 0 of the graph's inputs and outputs (``ModelContext.batch_symbols``, as validate reads them)."""
+    ends = (*model.graph.inputs, *model.graph.outputs)
+    return sorted({str(v.shape[0]) for v in ends if v.shape is not None and v.shape.rank()
+                   and isinstance(v.shape[0], ir.SymbolicDim) and v.shape[0].value is not None})
+
+
 def _unused(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
     unused_functions = common.RemoveUnusedFunctionsPass()  # type: ignore[no-untyped-call]  # onnx-ir: no annotations
     return ir.passes.Sequential(common.RemoveUnusedNodesPass(), unused_functions, common.RemoveUnusedOpsetsPass())
@@ -139,6 +238,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("batch", _batch),
     Remedy("fold-constants", _fold_constants),
     Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
+    Remedy("pad-as-slices", _pads_as_slices, detail=_pads_detail),  # opt-in (pad_modes); before int32-indices
     Remedy("int32-indices", _int32_indices),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
     Remedy("remove-unused", _unused),
     Remedy("static-shapes", _probed("StaticShapesPass")),
@@ -185,7 +285,8 @@ def apply(remedy: Remedy, plan: Plan, model: ir.Model) -> tuple[ir.Model, Remedy
     except Exception as exc:  # noqa: BLE001 - a library pass that crashes leaves the model as it was
         return model, RemedyReport(remedy.name, "failed", one_line(exc), before, before)
     changed = result.modified and _signature(result.model) != _signature(model)
-    return result.model, RemedyReport(remedy.name, "applied" if changed else "unchanged", "", before,
+    detail = remedy.detail(plan, model, result.model) if remedy.detail is not None else ""
+    return result.model, RemedyReport(remedy.name, "applied" if changed else "unchanged", detail, before,
                                       op_counts(result.model))
 
 

@@ -24,7 +24,7 @@ from portable.progress import Phases
 from portable.quiet import quiet_libraries
 from portable.repair.proof import Proof, prove
 from portable.repair.records import FixFailed, FixResult, Plan, RemedyReport
-from portable.repair.remedies import REMEDIES, apply, check_dims, describe, sort_nodes
+from portable.repair.remedies import REMEDIES, apply, check_dims, describe, partitions, sort_nodes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -204,7 +204,16 @@ def _result(plan: Plan, original: ir.Model, model: ir.Model, reports: list[Remed
         fixed[symbol] = plan.batch if isinstance(plan.batch, int) else "batch"
     return FixResult(plan.source, plan.output, False, original.opset_imports.get(""), model.opset_imports.get(""),
                      described, None, None, external_bytes(original) if "internalize" in applied else 0, fixed,
-                     timings=phases.timings)
+                     timings=phases.timings, partitions=_partitions(plan, original, model))
+
+
+def _partitions(plan: Plan, original: ir.Model, model: ir.Model) -> dict[str, dict[str, int | None]]:
+    """Per ``--target``, the partition estimate before the fix and after it (and with the batch fixed)."""
+    if not plan.policy.targets:
+        return {}
+    before, after = partitions(original, plan.policy.targets), partitions(model, plan.policy.targets)
+    return {t: {"before": before[t][0], "after": after[t][0], "before_batch_fixed": before[t][1],
+                "after_batch_fixed": after[t][1]} for t in plan.policy.targets}
 
 
 def _with(result: _Record, **changes: Any) -> _Record:

@@ -141,7 +141,8 @@ def test_json_carries_the_targets_and_matches_the_schema(cli, gelu):
     data = json.loads(cli("validate", "--target", "qnn,tract", "--format", "json", gelu).output)
     jsonschema.validate(data, schema)
     qnn, tract = data["reports"][0]["targets"]
-    assert qnn["line"] == "qnn: 2/3 nodes, 2 partitions, fallback: Erf x1; by its tables: 2 supported, 0 partial, 0 unsupported, 1 unknown"
+    assert qnn["line"] == ("qnn: 2/3 nodes, 2 partitions, fallback: Erf x1; "
+                           "by its tables: 2 supported, 0 partial, 0 unsupported, 1 unknown")
     assert (qnn["supported"], qnn["partitions"], qnn["fallback"], qnn["unsupported"]) == (2, 2, {"Erf": 1}, {"Erf": 1})
     assert qnn["sources"] == ["onnxruntime/onnxruntime-qnn@cee6c0d91e58"]
     assert tract["loads"] and tract["partitions"] == 1
