@@ -31,7 +31,7 @@ from portable.quiet import quiet_libraries
 from portable.runners.sessions import CPU, SessionFailed, SessionSpec, session_from_onnx
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
-           "torch_generate"]
+           "step_feeds", "torch_generate"]
 
 MANIFEST_SUFFIX = ".textgen.json"
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
@@ -185,6 +185,19 @@ class PairSession:
                              f"{tokens} new token(s) do not fit a context of {geometry.context}")
 
 
+def step_feeds(context: int, ids: np.ndarray, position: int, tokens: int) -> dict[str, np.ndarray]:
+    """Either graph's step inputs for ``ids`` ``[batch, n]`` written from slot ``position``: the ids padded to
+    ``tokens``, their positions, the first slot (``cache_position``) and the mask over the context's slots
+    (1: filled, the new tokens included; the padded slots stay 0, so the causal mask hides them)."""
+    batch, count = ids.shape
+    padded = np.zeros((batch, tokens), np.int64)
+    padded[:, :count] = ids
+    return {"input_ids": padded,
+            "position_ids": np.broadcast_to(np.arange(position, position + tokens, dtype=np.int64), (batch, tokens)),
+            "cache_position": np.full((batch, 1), position, np.int64),
+            "attention_mask": np.broadcast_to((np.arange(context) < position + count).astype(np.int64), (batch, context))}
+
+
 class _Loop:
     """One generation's cache buffers (two sets, used in turn) and its calls."""
 
@@ -220,14 +233,7 @@ class _Loop:
 
     def _bind(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> Any:
         binding = session.io_binding()
-        context, count = self.pair.geometry.context, ids.shape[1]
-        padded = np.zeros((self.batch, tokens), np.int64)
-        padded[:, :count] = ids
-        positions = np.broadcast_to(np.arange(position, position + tokens, dtype=np.int64), (self.batch, tokens))
-        mask = np.broadcast_to((np.arange(context) < position + count).astype(np.int64), (self.batch, context))
-        start = np.full((self.batch, 1), position, np.int64)
-        for name, value in zip(("input_ids", "position_ids", "cache_position", "attention_mask"),
-                               (padded, positions, start, mask)):
+        for name, value in step_feeds(self.pair.geometry.context, ids, position, tokens).items():
             binding.bind_cpu_input(name, np.ascontiguousarray(value))
         binding.bind_output("logits", self.pair.device)  # first: get_outputs() follows the binding order
         for name, past, present in zip(self.pair.geometry.cache_names, self.cache, self.spare):

@@ -1,0 +1,126 @@
+"""The text-generation proof on a trained decoder (issue 34): SmolLM2-135M-Instruct's trained weights
+(``fixtures/models/smollm2.py:first_layers``: the trained embedding, first 2 of its 30 layers, final norm
+and tied head; a vocabulary of 49,152), exported as a pair whose 20-token prompt leaves a padded prefill
+block of 32. The pair passes; each fault a real export or host loop could have fails it: a weight off by
+1 %, the cache written one slot off, the mask one slot short (one slot long is hidden by the causal mask)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from support import FIXTURES
+
+import portable.runners.generation as generation
+from portable.runners.textgen import compare_text_generation
+
+SPEC = f"{FIXTURES / 'models' / 'smollm2.py'}"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smol(tmp_path_factory):
+    """``(export result, the trained model)``: the pair at C 96, P 32, proven by the export (16 tokens)."""
+    from portable.exporters.textgen import export_text_generation_spec
+    from portable.spec import load_spec
+
+    out = tmp_path_factory.mktemp("smollm2") / "smol"
+    result = export_text_generation_spec(f"{SPEC}:first_layers", out, context=96, prefill=32, tokens=16)
+    return result, load_spec(f"{SPEC}:first_layers").module
+
+
+def _compare(result, model, tokens=12):
+    (comparison,) = compare_text_generation(result.manifest_path, model, tokens=tokens, compile=False).comparisons
+    return comparison
+
+
+def test_the_trained_pair_matches_generate_through_the_padded_block(smol):
+    result, model = smol
+    report = compare_text_generation(result.manifest_path, model, tokens=12, compile=False)
+    (comparison,) = report.comparisons
+    assert report.passed and report.exit_code == 0, comparison.message()
+    assert report.setup["prompt_length"] == 20 and report.setup["prefill_tokens"] == 32  # a padded block
+    assert comparison.tokens_identical and max(comparison.max_abs_per_step) < 1e-3
+    assert report.logits_spread > 1 and report.distinct_tokens >= 3  # trained logits, not a flat vector
+
+
+def test_a_weight_off_by_one_percent_fails_on_the_trained_model(smol):
+    import torch
+
+    result, model = smol
+    scaled = copy.deepcopy(model)
+    with torch.no_grad():
+        scaled.model.layers[1].mlp.down_proj.weight.mul_(1.01)
+    comparison = _compare(result, scaled)
+    assert not comparison.passed and comparison.first_logits_beyond is not None, comparison.message()
+
+
+def _shifted(monkeypatch, edit):
+    """The host loop's step inputs edited on every decode step (one token at a time)."""
+    original = generation.step_feeds
+
+    def feeds(context, ids, position, tokens):
+        out = dict(original(context, ids, position, tokens))
+        if tokens == 1:
+            edit(out, context, position)
+        return out
+
+    monkeypatch.setattr(generation, "step_feeds", feeds)
+
+
+def test_the_cache_written_one_slot_off_fails(smol, monkeypatch):
+    result, model = smol
+
+    def one_slot_on(out, context, position):
+        out["cache_position"] = out["cache_position"] + 1  # each new key lands one slot late
+
+    _shifted(monkeypatch, one_slot_on)
+    comparison = _compare(result, model)
+    assert not comparison.passed and comparison.first_logits_beyond == 1, comparison.message()
+
+
+def _mask_shifted(monkeypatch, shift):
+    def off(out, context, position):
+        out["attention_mask"] = (np.arange(context) < position + 1 + shift).astype(np.int64)[None, :]
+
+    _shifted(monkeypatch, off)
+
+
+def test_a_mask_one_slot_short_hides_the_new_token_and_fails(smol, monkeypatch):
+    result, model = smol
+    _mask_shifted(monkeypatch, -1)
+    comparison = _compare(result, model)
+    assert not comparison.passed and comparison.first_logits_beyond == 1, comparison.message()
+
+
+def test_a_mask_one_slot_long_is_hidden_by_the_graphs_causal_mask(smol, monkeypatch):
+    """The slot after the new token is empty, and later than the query: the causal mask the graph builds from
+    cache_position hides it, whatever attention_mask says (a graph without one would fail here)."""
+    result, model = smol
+    _mask_shifted(monkeypatch, 1)
+    comparison = _compare(result, model)
+    assert comparison.passed, comparison.message()
+
+
+def test_the_tokenizer_beside_the_model_reads_real_text(smol):
+    """The model's own tokenizer (from the GGUF file) round-trips a sentence; the pair generates from it as
+    generate does."""
+    import importlib.util
+
+    from portable.runners.generation import PairFiles, PairSession, torch_generate
+    from portable.runners.generation_report import compare_traces
+    from portable.runners.tolerances import Tolerance
+
+    result, model = smol
+    found = importlib.util.spec_from_file_location("smollm2_fixture", SPEC)
+    assert found is not None and found.loader is not None
+    fixture = importlib.util.module_from_spec(found)
+    found.loader.exec_module(fixture)
+    tokenizer = fixture.tokenizer()
+    text = "The capital of France is"
+    ids = np.array([tokenizer(text)["input_ids"]], np.int64)
+    assert tokenizer.decode(ids[0]) == text and ids.shape[1] < 32
+    ours = PairSession(PairFiles.find(result.manifest_path)).generate(ids, 8)
+    comparison = compare_traces(ours, torch_generate(model, ids, 8), Tolerance(1e-4, 1e-3))
+    assert comparison.passed, comparison.message()
