@@ -1,5 +1,10 @@
 """``portable compare``, ``portable matrix`` and ``portable report merge``.
 
+``compare`` is three modes, each a command function over its own frozen options: ONNX Runtime against
+PyTorch (here: :func:`compare_against_pytorch`), the runtimes side by side (``--runtime``:
+:mod:`portable.cli.runtimes`) and a text-generation pair (``--task text-generation``: :mod:`portable.cli.textgen`).
+``COMPARE_MODES`` says which mode each option belongs to; one given in another mode is refused.
+
 torch and onnxruntime are imported inside the commands, never at import time, so
 ``portable --help`` stays fast.
 """
@@ -9,31 +14,74 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from portable.cli.options import output_option, quiet_option, tolerance_options
-from portable.cli.textgen import task_option
+from portable.cli.options import (
+    CompareCommon,
+    ModeTable,
+    check_outputs,
+    emit,
+    feed_options,
+    format_option,
+    load_reference,
+    output_option,
+    parse_batches,
+    progress,
+    quiet_option,
+    timing_config,
+    tolerance_options,
+)
+from portable.cli.runtimes import RuntimesCompareOptions, compare_runtimes_command
+from portable.cli.textgen import TextGenCompareOptions, compare_text_generation, task_option
 from portable.errors import ExitCode, UsageError
-from portable.io import atomic_write_text, check_writable
+from portable.io import atomic_write_text
 
-__all__ = ["compare", "matrix", "report"]
+if TYPE_CHECKING:
+    from portable.runners.options import CompareOptions
+
+__all__ = ["COMPARE_MODES", "PYTORCH", "RUNTIMES", "TEXT_GENERATION", "TorchCompareOptions", "compare",
+           "compare_against_pytorch", "compare_mode", "matrix", "report"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# compare's modes: ONNX Runtime against PyTorch (the default), the runtimes side by side (--runtime), a
+# text-generation pair's greedy tokens (--task text-generation)
+PYTORCH, RUNTIMES, TEXT_GENERATION = "pytorch", "runtimes", "text-generation"
+_EVERY = frozenset({PYTORCH, RUNTIMES, TEXT_GENERATION})
+_P, _R, _G = frozenset({PYTORCH}), frozenset({RUNTIMES}), frozenset({TEXT_GENERATION})
 
-def _batches(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        values = [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise UsageError(f"--batch {text!r}: expected sizes like 1,8,32") from None
-    if not values or any(b < 1 for b in values):
-        raise UsageError(f"--batch {text!r}: sizes must be >= 1")
-    return values
+# Each option of `portable compare` (its click parameter name) -> the modes it belongs to: one given in
+# another mode is a usage error naming it and its modes. Each mode's dataclass has these fields
+# (tests/cli/test_compare_modes.py holds the table, the dataclasses and the command's options together).
+COMPARE_MODES = ModeTable(
+    labels={PYTORCH: "compare (ONNX Runtime against PyTorch)", RUNTIMES: "compare --runtime",
+            TEXT_GENERATION: "compare --task text-generation"},
+    homes={
+        "model": _EVERY, "reference": _EVERY, "weights": _EVERY, "atol": _EVERY, "rtol": _EVERY, "seed": _EVERY,
+        "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
+        "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
+        "device": _P, "providers": _P, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
+        "latency_budgets": _P, "error_budgets": _P,
+        "no_compile": _P | _G, "no_latency": _P | _G, "warmup_ms": _P | _G, "warmup_max_ms": _P | _G,
+        "iterations": _P | _G, "duration_ms": _P | _G,
+        "report_path": _P | _R, "batch": _P | _R, "dims": _P | _R, "int_range": _P | _R,
+        "runtimes": _R, "golden": _R, "reference_cap": _R,
+        "tokens": _G, "prompt_length": _G,
+    },
+)
+
+
+def compare_mode(runtimes: str | None, task: str) -> str:
+    """The mode that ``--runtime`` and ``--task`` pick."""
+    if task == "text-generation":
+        if runtimes is not None:
+            raise UsageError("--runtime compares single-graph models; --task text-generation has its own proof")
+        return TEXT_GENERATION
+    return RUNTIMES if runtimes is not None else PYTORCH
 
 
 def _shared(fn: F) -> F:
@@ -51,33 +99,12 @@ def _shared(fn: F) -> F:
                      help="Range of random integer inputs (HIGH exclusive), for one input by name or for all; "
                           "repeatable. Default: each example input's own range, else 0:10."),
         click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs."),
-        click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        format_option("Print the report as text (matrix: Markdown) or as JSON (a versioned report)."),
         output_option,
         quiet_option,
     )):
         fn = option(fn)
     return fn
-
-
-def _progress(quiet: bool) -> tuple[Callable[[str], None], Any]:
-    """A progress callback (a rich status line on stderr) and the status to stop."""
-    if quiet:
-        return (lambda _msg: None), None
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        return (lambda msg: click.echo(f"portable: {msg}", err=True)), None
-    status = console.status("starting")
-    status.start()
-    return (lambda msg: status.update(msg)), status
-
-
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        atomic_write_text(output, text)
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
 
 
 def _print_text(report: Any, output: str | None) -> None:
@@ -100,27 +127,6 @@ def _write_markdown(report: Any, path: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, render_markdown(report, write_plots(report, target)))
-
-
-def _timing(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iterations: int, duration_ms: float) -> Any:
-    from portable.runners.timing import TimingConfig
-
-    if no_latency:
-        return None
-    try:
-        return TimingConfig(warmup_seconds=warmup_ms / 1e3, min_iterations=iterations, min_seconds=duration_ms / 1e3,
-                            warmup_max_seconds=max(warmup_max_ms, warmup_ms) / 1e3)
-    except ValueError as exc:
-        raise UsageError(f"latency options: {exc}") from None
-
-
-def _load_reference(spec: str, weights: str | None) -> Any:
-    from portable.spec import load_spec, load_weights
-
-    loaded = load_spec(spec)
-    if weights:
-        load_weights(loaded.module, weights)
-    return loaded
 
 
 @click.command()
@@ -169,79 +175,84 @@ def _load_reference(spec: str, weights: str | None) -> Any:
 @click.option("--prompt-length", default=None, type=click.IntRange(min=1),
               help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
 @_shared
-def compare(model: str, reference: str | None, weights: str | None, report_path: str | None, fmt: str,
-            output: str | None, quiet: bool, task: str, tokens: int, prompt_length: int | None, runtimes: str | None,
-            golden: str | None, reference_cap: float, **flags: Any) -> None:
+def compare(**params: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.
+
+    Three modes, each with its own options (one of another mode is refused, exit 2): MODEL against
+    PyTorch (--reference SPEC); the runtimes side by side (--runtime); a text-generation pair's greedy
+    generation against the model's own (--task text-generation).
 
     Exit 0 when every output of every pair is within tolerance (and every budget is met), 1 on a parity
     failure (or NaN/Inf on either side) or an exceeded budget, 2 on bad options, 3 when something cannot run.
     With --task text-generation, MODEL is a pair (NAME.textgen.json or NAME.prefill.onnx) and the proof is
     greedy generation, token for token (docs/llm.md).
     """
+    mode = compare_mode(params["runtimes"], params["task"])
+    COMPARE_MODES.refuse_others(click.get_current_context(), mode)
+    if mode == RUNTIMES:
+        compare_runtimes_command(RuntimesCompareOptions.of(params))
+    elif mode == TEXT_GENERATION:
+        compare_text_generation(TextGenCompareOptions.of(params))
+    else:
+        compare_against_pytorch(TorchCompareOptions.of(params))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchCompareOptions(CompareCommon):
+    """``portable compare MODEL --reference SPEC``: ONNX Runtime, one runner per provider, against eager and
+    compiled PyTorch."""
+
+    device: str | None
+    providers: str | None
+    compile_mode: str
+    no_compile: bool
+    inputs: str | None
+    batch: str | None
+    dims: tuple[str, ...]
+    int_range: tuple[str, ...]
+    tf32: bool
+    localize: bool
+    no_latency: bool
+    warmup_ms: float
+    warmup_max_ms: float
+    iterations: int
+    duration_ms: float
+    latency_budgets: tuple[str, ...]
+    error_budgets: tuple[str, ...]
+    report_path: str | None
+
+    def compare_options(self, reference: str) -> CompareOptions:
+        """Every option parsed and checked, before torch is imported."""
+        from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
+        from portable.runners.options import CompareOptions
+
+        timing = timing_config(self.no_latency, self.warmup_ms, self.warmup_max_ms, self.iterations, self.duration_ms)
+        return CompareOptions(device=self.device, compile_mode=None if self.no_compile else self.compile_mode,
+                              providers=self.providers, inputs=self.inputs, tf32=self.tf32,
+                              tolerances=self.tolerances(tf32=self.tf32), timing=timing, localize=self.localize,
+                              reference_name=reference, latency_budgets=parse_latency_budgets(self.latency_budgets),
+                              error_budgets=parse_error_budgets(self.error_budgets),
+                              **feed_options(self.batch, self.dims, self.int_range, self.seed))
+
+
+def compare_against_pytorch(o: TorchCompareOptions) -> NoReturn:
+    """Parity, then latency; the report as text or JSON (and Markdown with ``--report``); exit by the verdict."""
     from portable.runners.api import compare as run_compare
 
-    for path, what in ((report_path, "--report"), (output, "-o/--output")):
-        if path:
-            check_writable(path, what=f"{what} file")  # before the run, not after it
-    if golden:
-        check_writable(golden, what="--golden folder", folder=True)
-    if runtimes is not None or golden is not None:
-        from portable.cli.runtimes import compare_runtimes_command
-
-        compare_runtimes_command(model, runtimes, reference, weights, golden, reference_cap, fmt, output, quiet,
-                                 report_path=report_path, task=task, flags=flags,
-                                 helpers=(_batches, _emit, _load_reference, _progress))
-    if reference is None:
-        raise UsageError("compare needs --reference SPEC (or --runtime to compare runtimes with each other)")
-    options = _options(reference, **flags)  # every flag parsed and checked before torch is imported
-    loaded = _load_reference(reference, weights)
-    say, status = _progress(quiet)
-    if task == "text-generation":
-        from portable.cli.textgen import compare_text_generation
-
-        try:
-            return compare_text_generation(model, loaded.module, tokens=tokens, prompt_length=prompt_length,
-                                           seed=options.seed, no_compile=options.compile_mode is None,
-                                           tolerances=options.table(), timing=options.timing, fmt=fmt,
-                                           output=output, progress=say)
-        finally:
-            if status is not None:
-                status.stop()
-    try:
-        result = run_compare(model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
-    finally:
-        if status is not None:
-            status.stop()
-    if report_path:
-        _write_markdown(result, report_path)
-    if fmt == "json":
-        _emit(json.dumps(result.to_dict(), indent=2), output)
+    check_outputs(("--report", o.report_path), ("-o/--output", o.output))
+    reference = o.required_reference()
+    options = o.compare_options(reference)
+    loaded = load_reference(reference, o.weights)
+    with progress(o.quiet) as say:
+        result = run_compare(o.model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
+    if o.report_path:
+        _write_markdown(result, o.report_path)
+    if o.fmt == "json":
+        emit(json.dumps(result.to_dict(), indent=2), o.output)
     else:
-        _print_text(result, output)
+        _print_text(result, o.output)
     _show_budgets(result.budgets)
     raise click.exceptions.Exit(int(result.exit_code))
-
-
-def _options(reference: str, *, device: str | None, compile_mode: str, no_compile: bool, inputs: str | None,
-             tf32: bool, atol: tuple[str, ...], rtol: tuple[str, ...], localize: bool, no_latency: bool,
-             warmup_ms: float, warmup_max_ms: float, iterations: int, duration_ms: float,
-             latency_budgets: tuple[str, ...], error_budgets: tuple[str, ...], providers: str | None,
-             batch: str | None, dims: tuple[str, ...], int_range: tuple[str, ...], seed: int) -> Any:
-    """compare's flags as one :class:`~portable.runners.options.CompareOptions`."""
-    from portable.runners.budgets import parse_error_budgets, parse_latency_budgets
-    from portable.runners.inputs import parse_dims, parse_int_ranges
-    from portable.runners.options import CompareOptions
-    from portable.runners.tolerances import parse_overrides
-
-    ints, per_input = parse_int_ranges(int_range)
-    return CompareOptions(device=device, compile_mode=None if no_compile else compile_mode, providers=providers,
-                          batches=_batches(batch), inputs=inputs, dims=parse_dims(dims), int_range=ints,
-                          int_ranges=per_input, seed=seed, tf32=tf32, tolerances=parse_overrides(atol, rtol, tf32=tf32),
-                          timing=_timing(no_latency, warmup_ms, warmup_max_ms, iterations, duration_ms),
-                          localize=localize, reference_name=reference,
-                          latency_budgets=parse_latency_budgets(latency_budgets),
-                          error_budgets=parse_error_budgets(error_budgets))
 
 
 def _show_budgets(checks: Any) -> None:
@@ -273,20 +284,14 @@ def matrix(model: str, target: str | None, markdown_path: str | None, providers:
     from portable.runners.inputs import parse_dims, parse_int_ranges
     from portable.runners.matrix import render_matrix_markdown, run_matrix
 
-    for path, what in ((output, "-o/--output"), (markdown_path, "--markdown")):
-        if path:
-            check_writable(path, what=f"{what} file")
-    say, status = _progress(quiet)
-    try:
-        result = run_matrix(model, providers=providers, batches=_batches(batch), dims=parse_dims(dims),
+    check_outputs(("-o/--output", output), ("--markdown", markdown_path))
+    with progress(quiet) as say:
+        result = run_matrix(model, providers=providers, batches=parse_batches(batch), dims=parse_dims(dims),
                             int_ranges=parse_int_ranges(int_range), seed=seed, target=target, progress=say,
                             runtimes=_runtimes(runtimes))
-    finally:
-        if status is not None:
-            status.stop()
     if markdown_path:
         atomic_write_text(markdown_path, render_matrix_markdown(result))
-    _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
+    emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_matrix_markdown(result), output)
     if not result.passed:
         raise click.exceptions.Exit(int(ExitCode.FINDINGS))
 
@@ -312,7 +317,7 @@ def merge(reports: tuple[str, ...], output: str | None) -> None:
 
     merged = merge_reports([Path(p) for p in reports])
     if output and output.endswith(".json"):
-        _emit(json.dumps(merged.to_dict(), indent=2), output)
+        emit(json.dumps(merged.to_dict(), indent=2), output)
     else:
-        _emit(render_merged_markdown(merged), output)
+        emit(render_merged_markdown(merged), output)
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from portable._version import __version__
-from portable.cli.options import quiet_option
+from portable.cli.options import config_option, format_option, ignore_option, quiet_option, select_option
 from portable.io import check_writable
 from portable.policy import load_policy, merge_cli
 
@@ -37,14 +37,13 @@ FIX_SCHEMA_VERSION = "1.0"
               help="Prove on these inputs (.npz: input names or arr_0... as keys) instead of seeded random ones.")
 @click.option("--strict", is_flag=True, help="Warnings fail too, and nothing is written while any finding remains.")
 @click.option("--canonical-names", is_flag=True, help="Rename nodes and values from their op types, in graph order.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--config", type=click.Path(dir_okay=False), default=None,
-              help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
+@format_option("Print the fix report as text, or as JSON (schema: portable/schemas/fix.schema.json).")
+@config_option
 @click.option("--target", "targets", multiple=True, metavar="NAMES",
               help="Target profiles to check the result against (PORT201-204); a target whose table wants int32 "
                    "indices (nnapi) also turns on the int32-indices remedy.")
-@click.option("--select", multiple=True, metavar="IDS", help="Validate only these rules (comma-separated).")
-@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (comma-separated).")
+@select_option
+@ignore_option
 @quiet_option
 def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int | None, force: bool, verify: bool,
         inputs: str | None, strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
@@ -178,7 +177,7 @@ def _hint(finding: Any, opset_refusal: str | None) -> str:
         return f"the opset remedy was refused ({opset_refusal}); convert the named op by hand or re-export"
     if finding.rule_id == "PORT008" and "dynamic dim" in finding.message:
         return f"rerun fix with --dim NAME=SIZE for each symbol other than the batch in the shape above; or {finding.hint}"
-    return finding.hint
+    return str(finding.hint)
 
 
 def _written(result: Any) -> str:

@@ -6,17 +6,18 @@ onnxruntime is imported inside the command only.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from portable._version import __version__
-from portable.cli.options import quiet_option
+from portable.cli.options import config_option, format_option, quiet_option
 from portable.errors import UsageError
 from portable.io import check_writable
 from portable.policy import load_policy
 
-__all__ = ["QUANTIZE_SCHEMA_VERSION", "quantize", "render_json", "render_text"]
+__all__ = ["QUANTIZE_SCHEMA_VERSION", "QuantizeOptions", "quantize", "render_json", "render_text"]
 
 QUANTIZE_SCHEMA_VERSION = "1.0"
 _EIGHT_BIT = click.Choice(["uint8", "int8"], case_sensitive=False)
@@ -89,19 +90,10 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
               help="Most warm-up per model (it goes on until the model is steady; the report says if it was).")
 @click.option("--no-per-node", is_flag=True, help="Skip the per-node error analysis.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--config", type=click.Path(dir_okay=False), default=None,
-              help="Policy file (TOML; top level or [tool.portable]). Default: the nearest pyproject.toml.")
+@format_option("Print the quantize report as text, or as JSON (schema: portable/schemas/quantize.schema.json).")
+@config_option
 @quiet_option
-def quantize(model: str, output: str, calibration: str | None, eval_data: str | None, preprocess: str | None,
-             samples: int | None,
-             eval_samples: int, batch: int, seed: int, int_range: tuple[str, ...], target: str | None,
-             activations: str | None, weights: str | None, old_activations: str | None, old_weights: str | None,
-             per_channel: bool | None, method: str | None,
-             exclude: tuple[str, ...], min_sqnr: tuple[float, ...], max_top1_drop: tuple[float, ...],
-             search_limit: int, bias_correction: bool, no_latency: bool,
-             duration_ms: float, warmup_max_ms: float, no_per_node: bool, force: bool, fmt: str, config: str | None,
-             quiet: bool) -> None:
+def quantize(**params: Any) -> None:
     """Quantize MODEL (portable, float) to 8-bit QDQ with ONNX Runtime's quantization tooling.
 
     The result is validated against the contract and the QDQ profile (PORT030-PORT032); its
@@ -112,34 +104,77 @@ def quantize(model: str, output: str, calibration: str | None, eval_data: str | 
     2 usage, a non-portable MODEL (run `portable fix` first) or samples that do not fit it;
     3 unreadable input or internal failure.
     """
-    from portable.quantization.api import DEFAULT_SAMPLES
     from portable.quantization.api import quantize as run_quantize
     from portable.quantization.result import QuantizeFailed
 
-    if calibration is not None and samples is not None:
-        raise UsageError("--calibration and --samples exclude each other: the samples are the file's")
-    target = _target_name(target)
-    activations = _renamed("--activations", "--activation-type", old_activations, activations)
-    weights = _renamed("--weights", "--weight-type", old_weights, weights)
-    check_writable(output)  # before the model is read or calibrated
+    options = QuantizeOptions(**params)
+    arguments = options.arguments()
+    check_writable(options.output)  # before the model is read or calibrated
     try:
-        result = run_quantize(model, output, calibration=calibration, eval_data=eval_data,
-                              samples=samples or DEFAULT_SAMPLES, eval_samples=eval_samples, batch=batch, seed=seed,
-                              target=target, activations=activations, weights=weights, per_channel=per_channel,
-                              method=method, exclude=[e for item in exclude for e in item.split(",")],
-                              int_ranges=_int_ranges(int_range), min_sqnr=_once("--min-sqnr", min_sqnr),
-                              max_top1_drop=_once("--max-top1-drop", max_top1_drop), search_limit=search_limit,
-                              bias_correction=bias_correction, preprocess=preprocess,
-                              latency=not no_latency, timing=_timing(duration_ms, warmup_max_ms),
-                              per_node=not no_per_node, policy=load_policy(config),
-                              force=force, quiet=quiet or fmt != "text")
+        result = run_quantize(options.model, options.output, **arguments)
     except QuantizeFailed as exc:
-        click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))
+        click.echo(render_json(exc.result) if options.fmt == "json" else render_text(exc.result))
         click.echo(f"portable: quantize failed: {exc}", err=True)
         raise click.exceptions.Exit(int(exc.result.exit_code)) from None
-    if fmt == "json" or not quiet:
-        click.echo(render_json(result) if fmt == "json" else render_text(result))
+    if options.fmt == "json" or not options.quiet:
+        click.echo(render_json(result) if options.fmt == "json" else render_text(result))
     raise click.exceptions.Exit(int(result.exit_code))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantizeOptions:
+    """quantize's options, each field named as its click parameter (``old_*``: a deprecated spelling's)."""
+
+    model: str
+    output: str
+    calibration: str | None
+    eval_data: str | None
+    preprocess: str | None
+    samples: int | None
+    eval_samples: int
+    batch: int
+    seed: int
+    int_range: tuple[str, ...]
+    target: str | None
+    activations: str | None
+    weights: str | None
+    old_activations: str | None
+    old_weights: str | None
+    per_channel: bool | None
+    method: str | None
+    exclude: tuple[str, ...]
+    min_sqnr: tuple[float, ...]
+    max_top1_drop: tuple[float, ...]
+    search_limit: int
+    bias_correction: bool
+    no_latency: bool
+    duration_ms: float
+    warmup_max_ms: float
+    no_per_node: bool
+    force: bool
+    fmt: str
+    config: str | None
+    quiet: bool
+
+    def arguments(self) -> dict[str, Any]:
+        """:func:`portable.quantization.api.quantize`'s keyword arguments, every option checked (a deprecated
+        spelling says so on stderr)."""
+        from portable.quantization.api import DEFAULT_SAMPLES
+
+        if self.calibration is not None and self.samples is not None:
+            raise UsageError("--calibration and --samples exclude each other: the samples are the file's")
+        return {"calibration": self.calibration, "eval_data": self.eval_data, "preprocess": self.preprocess,
+                "samples": self.samples or DEFAULT_SAMPLES, "eval_samples": self.eval_samples, "batch": self.batch,
+                "seed": self.seed, "int_ranges": _int_ranges(self.int_range), "target": _target_name(self.target),
+                "activations": _renamed("--activations", "--activation-type", self.old_activations, self.activations),
+                "weights": _renamed("--weights", "--weight-type", self.old_weights, self.weights),
+                "per_channel": self.per_channel, "method": self.method,
+                "exclude": [e for item in self.exclude for e in item.split(",")],
+                "min_sqnr": _once("--min-sqnr", self.min_sqnr), "max_top1_drop": _once("--max-top1-drop", self.max_top1_drop),
+                "search_limit": self.search_limit, "bias_correction": self.bias_correction,
+                "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
+                "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
+                "quiet": self.quiet or self.fmt != "text"}
 
 
 def _target_name(target: str | None) -> str | None:

@@ -1,64 +1,61 @@
 """``portable compare MODEL --runtime ort,openvino,tract,reference``: the runtimes side by side.
 
-Parsed here, run by :func:`portable.runners.runtimes.compare_runtimes`; imported by ``compare`` only
-when ``--runtime`` or ``--golden`` is given.
+Parsed here, run by :func:`portable.runners.runtimes.compare_runtimes` (imported inside the command).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import NoReturn
 
 import click
 
+from portable.cli.options import CompareCommon, check_outputs, emit, feed_options, load_reference, progress
 from portable.errors import UsageError
-from portable.io import atomic_write_text
+from portable.io import atomic_write_text, check_writable
 
-__all__ = ["compare_runtimes_command"]
-
-# compare's flags that mean nothing to a runtime comparison: given, they are a usage error, not ignored
-_TORCH_ONLY = {"device": None, "compile_mode": "default", "no_compile": False, "inputs": None, "tf32": False,
-               "localize": False, "providers": None, "latency_budgets": (), "error_budgets": ()}
+__all__ = ["RuntimesCompareOptions", "compare_runtimes_command"]
 
 
-def _check(reference: str | None, golden: str | None, runtimes: str | None, task: str, flags: dict[str, Any]) -> None:
-    if runtimes is None:
-        raise UsageError(f"--golden {golden}: needs --runtime (the runtimes whose inputs and outputs it holds)")
-    if task != "model":
-        raise UsageError("--runtime compares single-graph models; --task text-generation has its own proof")
-    given = [k for k, default in _TORCH_ONLY.items() if flags.get(k, default) != default]
-    if given:
-        names = ", ".join("--" + k.replace("_", "-").replace("providers", "ep") for k in given)
-        raise UsageError(f"{names}: not an option of compare --runtime (PyTorch and ONNX Runtime providers only)")
+@dataclass(frozen=True, kw_only=True)
+class RuntimesCompareOptions(CompareCommon):
+    """``portable compare MODEL --runtime RUNTIMES``: each runtime against PyTorch (``--reference``, with
+    ``--weights``) or, without it, against the first runtime that runs."""
+
+    runtimes: str
+    golden: str | None
+    reference_cap: float
+    report_path: str | None
+    batch: str | None
+    dims: tuple[str, ...]
+    int_range: tuple[str, ...]
 
 
-def compare_runtimes_command(model: str, runtimes: str | None, reference: str | None, weights: str | None,
-                             golden: str | None, cap: float, fmt: str, output: str | None, quiet: bool, *,
-                             report_path: str | None, task: str, flags: dict[str, Any], helpers: Any) -> NoReturn:
-    """``helpers``: compare's ``_batches``, ``_emit``, ``_load_reference``, ``_progress`` (passed in: no import
-    cycle between the two command modules)."""
-    _batches, _emit, _load_reference, _progress = helpers
-    from portable.runners.inputs import parse_dims, parse_int_ranges
+def _check(o: RuntimesCompareOptions) -> None:
+    """The files and the folder it writes, before the model is read; ``--weights`` needs its module."""
+    check_outputs(("--report", o.report_path), ("-o/--output", o.output))
+    if o.golden:
+        check_writable(o.golden, what="--golden folder", folder=True)
+    if o.weights and not o.reference:
+        raise UsageError("--weights: the state dict of the --reference SPEC's module; give --reference too")
+
+
+def compare_runtimes_command(o: RuntimesCompareOptions) -> NoReturn:
+    """The runtimes' table (Markdown; JSON with ``--format json``), the golden bundle with ``--golden``;
+    exit by the verdict."""
     from portable.runners.runtimes import compare_runtimes, parse_runtimes, render_runtimes
-    from portable.runners.tolerances import parse_overrides
 
-    _check(reference, golden, runtimes, task, flags)
-    names = parse_runtimes(runtimes or "")
-    ints, per_input = parse_int_ranges(flags["int_range"])
-    table = parse_overrides(flags["atol"], flags["rtol"])
-    loaded = _load_reference(reference, weights) if reference else None
-    say, status = _progress(quiet)
-    try:
-        result = compare_runtimes(model, names, module=loaded.module if loaded else None,
-                                  example_inputs=loaded.example_inputs if loaded else None,
-                                  batches=_batches(flags["batch"]), seed=flags["seed"], dims=parse_dims(flags["dims"]),
-                                  int_range=ints, int_ranges=per_input, tolerances=table, golden=golden,
-                                  cap_seconds=cap, progress=say)
-    finally:
-        if status is not None:
-            status.stop()
+    _check(o)
+    names = parse_runtimes(o.runtimes)
+    feeds = feed_options(o.batch, o.dims, o.int_range, o.seed)
+    loaded = load_reference(o.reference, o.weights) if o.reference else None
+    with progress(o.quiet) as say:
+        result = compare_runtimes(o.model, names, module=loaded.module if loaded else None,
+                                  example_inputs=loaded.example_inputs if loaded else None, tolerances=o.tolerances(),
+                                  golden=o.golden, cap_seconds=o.reference_cap, progress=say, **feeds)
     text = render_runtimes(result)
-    if report_path:
-        atomic_write_text(report_path, text)
-    _emit(json.dumps(result.to_dict(), indent=2) if fmt == "json" else text, output)
+    if o.report_path:
+        atomic_write_text(o.report_path, text)
+    emit(json.dumps(result.to_dict(), indent=2) if o.fmt == "json" else text, o.output)
     raise click.exceptions.Exit(int(result.exit_code))

@@ -6,13 +6,23 @@ torch, onnxruntime and transformers are imported inside the functions only.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from portable.cli.options import (
+    EXPORT_SCHEMA_VERSION,
+    CompareCommon,
+    check_outputs,
+    emit,
+    load_reference,
+    progress,
+    timing_config,
+)
 from portable.errors import UsageError
 
-__all__ = ["EXPORT_TEXTGEN_ONLY", "TASKS", "compare_text_generation", "export_text_generation",
+__all__ = ["EXPORT_TEXTGEN_ONLY", "TASKS", "TextGenCompareOptions", "compare_text_generation", "export_text_generation",
            "refuse_outside_text_generation", "task_option"]
 
 TASKS = ("model", "text-generation")
@@ -25,14 +35,6 @@ def _given(*names: str) -> list[str]:
     """The options of the current command that the user set (not left at their defaults)."""
     ctx = click.get_current_context()
     return [n for n in names if ctx.get_parameter_source(n) not in (None, click.core.ParameterSource.DEFAULT)]
-
-
-def _refuse(names: tuple[str, ...]) -> None:
-    given = set(_given(*names))
-    if given:
-        params = click.get_current_context().command.params
-        flags = ", ".join(p.opts[0] for p in params if p.name in given)
-        raise UsageError(f"{flags}: not used with --task text-generation (docs/llm.md)")
 
 
 # export's options that belong to --task text-generation alone: given without it they are refused, not ignored
@@ -80,7 +82,6 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
 def _head(exit_code: int, message: str | None) -> dict[str, Any]:
     """What every export JSON opens with, written or refused (``portable.cli.export.export_json``'s keys)."""
     from portable._version import __version__
-    from portable.cli.options import EXPORT_SCHEMA_VERSION
 
     return {"schema_version": EXPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},
             "ok": exit_code == 0, "exit_code": exit_code, "message": message}
@@ -100,27 +101,36 @@ def _failed(exc: Any, fmt: str, proof: Any, debug: bool) -> None:
     raise click.exceptions.Exit(int(exc.exit_code))
 
 
-_COMPARE_UNUSED = ("providers", "batch", "dims", "int_range", "inputs", "tf32", "report_path", "localize",
-                   "latency_budgets", "error_budgets", "compile_mode", "device")
+@dataclass(frozen=True, kw_only=True)
+class TextGenCompareOptions(CompareCommon):
+    """``portable compare PAIR --reference SPEC --task text-generation``: ``tokens`` greedy tokens from a seeded
+    prompt of ``prompt_length`` tokens, and the generation latency unless ``no_latency``."""
+
+    tokens: int
+    prompt_length: int | None
+    no_compile: bool
+    no_latency: bool
+    warmup_ms: float
+    warmup_max_ms: float
+    iterations: int
+    duration_ms: float
 
 
-def compare_text_generation(model: str, reference: Any, *, tokens: int, prompt_length: int | None, seed: int,
-                            no_compile: bool, tolerances: Any, timing: Any, fmt: str, output: str | None,
-                            progress: Any) -> None:
-    """``portable compare PAIR --reference SPEC --task text-generation``: greedy tokens and logits, ORT CPU
-    against the model's own generate (eager and compiled), and the generation latency; exit 0 or 1."""
-    from portable.io import atomic_write_text
+def compare_text_generation(o: TextGenCompareOptions) -> None:
+    """Greedy tokens and logits, ORT CPU against the model's own generate (eager and compiled), and the
+    generation latency; exit 0 or 1."""
     from portable.runners.generation_report import render_text
     from portable.runners.textgen import compare_text_generation as run
 
-    _refuse(_COMPARE_UNUSED)
-    report = run(model, reference, tokens=tokens, prompt_length=prompt_length, seed=seed,
-                 compile=not no_compile, tolerances=tolerances, timing=timing, progress=progress)
-    text = json.dumps(report.to_dict(), indent=2) + "\n" if fmt == "json" else render_text(report)
-    if output:
-        atomic_write_text(output, text)
-    else:
-        click.echo(text, nl=False)
+    check_outputs(("-o/--output", o.output))
+    reference = o.required_reference()
+    tolerances = o.tolerances()
+    timing = timing_config(o.no_latency, o.warmup_ms, o.warmup_max_ms, o.iterations, o.duration_ms)
+    loaded = load_reference(reference, o.weights)
+    with progress(o.quiet) as say:
+        report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
+                     compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say)
+    emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)
     for warning in report.warnings:
         click.echo(f"portable: warning: {warning}", err=True)
     if not report.passed:
