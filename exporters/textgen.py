@@ -97,10 +97,12 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
                            prefill: int = DEFAULT_PREFILL, batch: str | int = 1, precision: str = "fp32",
                            policy: Policy | None = None, verify: bool = True, tokens: int = 32, force: bool = False,
                            quiet: bool = True, phases: Phases | None = None, spec: str | None = None,
-                           root: str | Path | None = None, tolerances: ToleranceTable | None = None) -> TextGenResult:
+                           root: str | Path | None = None, tolerances: ToleranceTable | None = None,
+                           text: Any = None) -> TextGenResult:
     """Export ``model`` (a transformers causal LM) as ``NAME.prefill.onnx`` + ``NAME.decode.onnx`` +
     ``NAME.textgen.json`` from ``output`` (``NAME`` or ``NAME.onnx``); raise :class:`ExportFailed`
-    (nothing written) on error findings, a refused cache (PORT107) or a failed proof."""
+    (nothing written) on error findings, a refused cache (PORT107) or a failed proof. ``text``: the proof's
+    real prompt (``portable.runners.textgen.Text``), else a seeded one."""
     from portable.exporters.inputs import parse_batch
 
     plan = _Plan(PairTargets.of(output), context, prefill, parse_batch(batch), precision,
@@ -115,7 +117,7 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
         proof = None
         if verify:
             with phases.phase("generate"):
-                proof = _prove(graphs, model, plan, reports, tolerances)
+                proof = _prove(graphs, model, plan, reports, tolerances, text)
         manifest = _manifest(plan, graphs, reports, proof, phases, spec, cache_shape(step))
         with phases.phase("write"):
             write_pair([(graphs["prefill"].path, plan.targets.prefill), (graphs["decode"].path, plan.targets.decode)],
@@ -194,14 +196,14 @@ def _validate_pair(graphs: dict[str, ExportResult], plan: _Plan) -> tuple[Valida
 
 
 def _prove(graphs: dict[str, ExportResult], model: Any, plan: _Plan, reports: tuple[ValidationReport, ...],
-           tolerances: ToleranceTable | None) -> GenerationReport:
+           tolerances: ToleranceTable | None, text: Any = None) -> GenerationReport:
     """Greedy generation through the staged pair against the model's eager ``generate`` (at the export's precision)."""
     from portable.runners.generation import PairFiles
     from portable.runners.textgen import compare_text_generation
 
     reference, _ = convert_precision(model, (), plan.precision)
     proof = compare_text_generation(PairFiles(graphs["prefill"].path, graphs["decode"].path), reference,
-                                    tokens=plan.tokens, compile=False, tolerances=tolerances)
+                                    tokens=plan.tokens, compile=False, tolerances=tolerances, text=text)
     if not proof.passed:
         raise TextGenFailed(f"generation proof failed: {proof.message()}; to look closer, export with --no-verify "
                             "and run `portable compare NAME.textgen.json --reference SPEC --task text-generation`",
@@ -229,9 +231,10 @@ def _manifest(plan: _Plan, graphs: dict[str, ExportResult], reports: tuple[Valid
 
 
 def export_text_generation_spec(spec: str, output: str | Path, *, weights: str | Path | None = None,
-                                phases: Phases | None = None, **options: Any) -> TextGenResult:
+                                phases: Phases | None = None, prompt: str | None = None, **options: Any) -> TextGenResult:
     """Load ``spec`` (its callable gives the causal LM; example inputs, if any, are not used) and export it
-    with :func:`export_text_generation` (``options``: its keyword arguments)."""
+    with :func:`export_text_generation` (``options``: its keyword arguments); ``prompt``: the proof's prompt
+    as text, tokenized by the model's own tokenizer."""
     from portable.exporters.provenance import project_root
     from portable.spec import load_spec, load_weights
 
@@ -240,5 +243,9 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
         loaded = load_spec(spec)
         if weights is not None:
             load_weights(loaded.module, weights)
+    if prompt is not None:
+        from portable.runners.textgen import text_for
+
+        options["text"] = text_for(spec, loaded.module, prompt, None)
     return export_text_generation(loaded.module, output, phases=phases, spec=spec, root=project_root(loaded.root),
                                   **options)

@@ -24,7 +24,7 @@ from portable.errors import InputError, UsageError, one_line
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["LoadedSpec", "load_spec", "load_weights", "parse_spec"]
+__all__ = ["LoadedSpec", "load_spec", "load_tokenizer", "load_weights", "parse_spec"]
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,11 @@ def _module_name(path: Path) -> str:
 
 
 def _exec(fn: Callable[[], Any], spec: str) -> Any:
+    from portable.quiet import quiet_user_code
+
     try:
-        return fn()
+        with quiet_user_code():
+            return fn()
     except Exception as exc:  # noqa: BLE001 - user code
         raise InputError(f"SPEC {spec!r} raised {type(exc).__name__}: {exc}") from None
 
@@ -145,6 +148,27 @@ def _load_spec(spec: str) -> LoadedSpec:
             "(return a module, or (module, example_inputs))"
         )
     return LoadedSpec(spec=spec, module=result, example_inputs=example, root=root)
+
+
+def load_tokenizer(spec: str, model: Any = None) -> Any:
+    """The model's own tokenizer: ``tokenizer()`` beside the SPEC's callable in its module, else the one
+    transformers finds (no download) where the model came from (``config._name_or_path``). A usage error
+    saying where to put one when neither gives it."""
+    target, attr = parse_spec(spec)
+    with _folder_on_path(target):
+        module, _ = _import_target(target, spec)
+        found = getattr(module, "tokenizer", None)
+        if callable(found):
+            return _exec(found, spec)
+    source = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
+    if source:
+        with contextlib.suppress(Exception):  # not a folder or a cached hub id: the usage error below
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    where = f" nor at {source!r}" if source else ""
+    raise UsageError(f"text needs the model's tokenizer: {target} has no tokenizer() beside {attr}, and transformers "
+                     f"finds none{where}; add `def tokenizer(): return AutoTokenizer.from_pretrained(...)` to {target}")
 
 
 def load_weights(module: torch.nn.Module, path: str | Path) -> None:

@@ -169,6 +169,15 @@ class PairSession:
             chosen.append(logits.argmax(-1))
         return Trace("onnxruntime", np.stack(chosen, axis=1), tuple(steps), tuple(loop.seconds))
 
+    def prompt_logits(self, prompt: np.ndarray) -> np.ndarray:
+        """The logits ``[batch, L, V]`` after each token of ``prompt`` ``[batch, L]``, from the prefill graph's
+        blocks (teacher forcing: every position at once, no token chosen)."""
+        self.check_fits(prompt.shape[1], 1)
+        loop, block = _Loop(self, prompt.shape[0], None), self.geometry.prefill_tokens
+        parts = [loop.block(self.prefill, prompt[:, start:start + block], start, block)
+                 for start in range(0, prompt.shape[1], block)]
+        return np.concatenate(parts, axis=1)
+
     def decode_call(self, position: int, batch: int = 1) -> Callable[[], object]:
         """One decode step at slot ``position``, bound once, to be called again and again (timing: the same
         work each call, the cache read from one buffer set and written to the other)."""
@@ -223,13 +232,17 @@ class _Loop:
 
     def step(self, session: Any, ids: np.ndarray, position: int, tokens: int = 1) -> np.ndarray:
         """Run one graph on ``ids`` (padded to ``tokens``) at slot ``position``; the logits of the last real token."""
+        return self.block(session, ids, position, tokens)[:, -1]
+
+    def block(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> np.ndarray:
+        """Run one graph on ``ids`` (padded to ``tokens``) at slot ``position``; the logits of every real token."""
         binding = self._bind(session, ids, position, tokens)
         if self.timer is None:
             session.run_with_iobinding(binding)
         else:
             self.seconds.append(self.timer.time(lambda: session.run_with_iobinding(binding)))
         self.cache, self.spare = self.spare, self.cache
-        return binding.get_outputs()[0].numpy()[:, ids.shape[1] - 1]
+        return binding.get_outputs()[0].numpy()[:, :ids.shape[1]]
 
     def _bind(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> Any:
         binding = session.io_binding()

@@ -30,6 +30,7 @@ import numpy as np
 from portable.errors import ExitCode
 from portable.runners.comparator import NOISE_FACTOR, NoiseFloor, compare_arrays, noise_floor
 from portable.runners.generation import Trace
+from portable.runners.teacher_forced import TeacherForced
 from portable.runners.tolerances import Tolerance, ToleranceTable
 
 __all__ = ["DEGENERATE_SPREAD", "GenerationComparison", "GenerationReport", "compare_traces"]
@@ -138,10 +139,13 @@ class GenerationReport:
     logits_spread: float
     latency: dict[str, Any] | None = None
     setup: dict[str, Any] = field(default_factory=dict)
+    texts: dict[str, str] | None = None  # decoded by the model's tokenizer: the prompt and each side's new text
+    teacher_forced: TeacherForced | None = None  # over a real text (runners/teacher_forced.py)
 
     @property
     def passed(self) -> bool:
-        return bool(self.comparisons) and all(c.passed for c in self.comparisons)
+        forced = self.teacher_forced is None or self.teacher_forced.passed
+        return bool(self.comparisons) and all(c.passed for c in self.comparisons) and forced
 
     @property
     def exit_code(self) -> ExitCode:
@@ -155,14 +159,16 @@ class GenerationReport:
                 f"{self.logits_spread:.3g}: token identity proves little (give the model weights whose logits vary)",)
 
     def message(self) -> str:
-        return "; ".join(c.message() for c in self.comparisons) or "no reference ran"
+        said = [c.message() for c in self.comparisons] + ([self.teacher_forced.message()] if self.teacher_forced else [])
+        return "; ".join(said) or "no reference ran"
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "portable.generation/1", "passed": self.passed, "exit_code": int(self.exit_code),
                 "prefill": self.prefill, "decode": self.decode, "prompt": [list(r) for r in self.prompt],
                 "tokens": [list(r) for r in self.tokens], "comparisons": [c.to_dict() for c in self.comparisons],
                 "distinct_tokens": self.distinct_tokens, "logits_spread": self.logits_spread,
-                "warnings": list(self.warnings), "latency": self.latency, "setup": self.setup,
+                "warnings": list(self.warnings), "latency": self.latency, "setup": self.setup, "texts": self.texts,
+                "teacher_forced": self.teacher_forced.to_dict() if self.teacher_forced else None,
                 "message": self.message()}
 
 
@@ -191,6 +197,9 @@ def render_text(report: GenerationReport) -> str:
         lines.append(f"{mark} {comparison.message()}")
         if comparison.max_abs_per_step:
             lines.append("  max |logits diff| per step: " + " ".join(f"{d:.2g}" for d in comparison.max_abs_per_step))
+    lines += [f"text ({side}): {text!r}" for side, text in (report.texts or {}).items()]
+    if report.teacher_forced is not None:
+        lines.append(("PASS " if report.teacher_forced.passed else "FAIL ") + report.teacher_forced.message())
     lines += [f"warning: {w}" for w in report.warnings]
     for runner, figures in (report.latency or {}).items():
         ttft, decode = figures["ttft"], figures["decode"]

@@ -11,7 +11,8 @@ only when a step needs it), then, when ``timing`` is given, ONNX Runtime's gener
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,11 @@ from portable.runners.generation_report import (
     spread,
     tolerance_for,
 )
+from portable.runners.teacher_forced import Budgets, teacher_forced
 from portable.runners.timing import TimingConfig
 from portable.runners.tolerances import ToleranceTable
 
-__all__ = ["DEFAULT_PROMPT", "DEFAULT_TOKENS", "compare_text_generation"]
+__all__ = ["DEFAULT_PROMPT", "DEFAULT_TOKENS", "Text", "compare_text_generation", "text_for"]
 
 DEFAULT_TOKENS = 32
 DEFAULT_PROMPT = 20  # not a multiple of the default prefill block (32): the padded block is exercised
@@ -42,18 +44,16 @@ Progress = Callable[[str], None]
 def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens: int = DEFAULT_TOKENS,
                             prompt_length: int | None = None, seed: int = 0, compile: bool = True,
                             tolerances: ToleranceTable | None = None, timing: TimingConfig | None = None,
-                            progress: Progress | None = None) -> GenerationReport:
-    """Greedy generation of ``tokens`` tokens from a seeded prompt through the pair in ONNX Runtime
-    (CPU) and through ``model.generate``; see the module docstring. ``model``: the transformers causal
-    LM the pair was exported from (eval mode is set for the call)."""
+                            progress: Progress | None = None, text: Text | None = None) -> GenerationReport:
+    """Greedy generation of ``tokens`` tokens from a seeded prompt (or ``text.prompt``) through the pair in
+    ONNX Runtime (CPU) and through ``model.generate``, and teacher forcing over ``text.teacher`` when given;
+    see the module docstring. ``model``: the transformers causal LM the pair was exported from (eval mode is
+    set for the call)."""
     say = progress or (lambda _msg: None)
     files = pair if isinstance(pair, PairFiles) else PairFiles.find(pair)
     session = PairSession(files)
-    geometry = session.geometry
-    length = prompt_length if prompt_length is not None else min(DEFAULT_PROMPT, geometry.context - tokens + 1)
-    session.check_fits(length, tokens)
-    prompt = prompt_ids(geometry.batch or DYNAMIC_BATCH, length, _vocab(model), seed)
-    say(f"ONNX Runtime: {tokens} greedy token(s) after a prompt of {length}")
+    prompt = _prompt(session, model, tokens, prompt_length, seed, text)
+    say(f"ONNX Runtime: {tokens} greedy token(s) after a prompt of {prompt.shape[1]}")
     ours = session.generate(prompt, tokens)
     exact = _Float64(model, prompt, ours, tolerances, say)
     comparisons = [_against(ours, model, prompt, tokens, compiled, tolerances, say, exact) for compiled in
@@ -62,10 +62,65 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     if timing is not None:
         say("timing ONNX Runtime's generation")
         latency = {"onnxruntime-cpu": measure_generation(session, prompt, tokens, timing).to_dict()}
-    return _report(files, prompt, ours, comparisons, latency, {"seed": seed, "tokens": tokens,
-                                                              "prompt_length": length, "context": geometry.context,
-                                                              "prefill_tokens": geometry.prefill_tokens,
-                                                              "float64": exact.note})
+    setup = {"seed": None if text and text.prompt is not None else seed, "tokens": tokens,
+             "prompt_length": prompt.shape[1], "context": session.geometry.context,
+             "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note}
+    report = _report(files, prompt, ours, comparisons, latency, setup)
+    return _with_text(report, session, model, text, say) if text is not None else report
+
+
+@dataclass(frozen=True)
+class Text:
+    """Real text for the proof, tokenized by the model's own tokenizer: a ``prompt`` ``[1, L]`` to generate
+    from, a ``teacher`` text ``[1, N]`` to score by teacher forcing, and ``decode`` to show the texts."""
+
+    prompt: np.ndarray | None = None
+    teacher: np.ndarray | None = None
+    decode: Callable[[Sequence[int]], str] | None = None
+    budgets: Budgets = Budgets()
+
+
+def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | None,
+             budgets: Budgets | None = None) -> Text | None:
+    """``--prompt``'s and ``--text``'s token ids by the model's own tokenizer (``portable.spec.load_tokenizer``),
+    or None when neither is given."""
+    if prompt is None and text_file is None:
+        return None
+    from portable.spec import load_tokenizer
+
+    if prompt is not None and not prompt.strip():
+        raise UsageError("--prompt: the text is empty")
+    tokenizer = load_tokenizer(spec, model)
+    ids = lambda words: np.array([tokenizer(words)["input_ids"]], np.int64)  # noqa: E731
+    teacher = ids(Path(text_file).read_text(encoding="utf-8")) if text_file else None
+    if teacher is not None and teacher.shape[1] < 2:
+        raise UsageError(f"--text {text_file}: fewer than 2 tokens, nothing to score")
+    return Text(ids(prompt) if prompt is not None else None, teacher, lambda t: str(tokenizer.decode(list(t))),
+                budgets or Budgets())
+
+
+def _prompt(session: PairSession, model: Any, tokens: int, length: int | None, seed: int, text: Text | None) -> np.ndarray:
+    """The prompt: the text's (repeated over a dynamic pair's proof batch), or seeded ids of ``length``."""
+    geometry = session.geometry
+    rows = geometry.batch or DYNAMIC_BATCH
+    if text is not None and text.prompt is not None:
+        session.check_fits(text.prompt.shape[1], tokens)
+        return np.repeat(text.prompt, rows, axis=0)
+    length = length if length is not None else min(DEFAULT_PROMPT, geometry.context - tokens + 1)
+    session.check_fits(length, tokens)
+    return prompt_ids(rows, length, _vocab(model), seed)
+
+
+def _with_text(report: GenerationReport, session: PairSession, model: Any, text: Text, say: Progress) -> GenerationReport:
+    texts = None
+    if text.decode is not None:
+        texts = {"prompt": text.decode(report.prompt[0]), "onnxruntime": text.decode(report.tokens[0])}
+        texts |= {c.reference: text.decode(c.tokens[0]) for c in report.comparisons if c.tokens}
+    forced = None
+    if text.teacher is not None:
+        say(f"teacher forcing over {text.teacher.shape[1]} tokens of text (ONNX Runtime and PyTorch)")
+        forced = teacher_forced(session, model, text.teacher, text.budgets)
+    return replace(report, texts=texts, teacher_forced=forced)
 
 
 def _vocab(model: Any) -> int:

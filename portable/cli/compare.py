@@ -70,7 +70,8 @@ COMPARE_MODES = ModeTable(
         "iterations": _P | _G, "duration_ms": _P | _G,
         "report_path": _P | _R, "batch": _P | _R, "dims": _P | _R, "int_range": _P | _R,
         "runtimes": _R, "golden": _R, "reference_cap": _R,
-        "tokens": _G, "prompt_length": _G,
+        "tokens": _G, "prompt_length": _G, "prompt": _G, "text": _G, "min_top1": _G, "max_ppl_ratio": _G,
+        "max_logprob_diff": _G,
     },
 )
 
@@ -174,6 +175,18 @@ def _write_markdown(report: Any, path: str) -> None:
               help="text-generation: greedy tokens generated from the seeded prompt.")
 @click.option("--prompt-length", default=None, type=click.IntRange(min=1),
               help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="text-generation: generate from this text, tokenized by the model's own tokenizer (tokenizer() beside "
+                   "the SPEC's callable, or the one beside the model); the report shows each side's text.")
+@click.option("--text", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+              help="text-generation: also score this text by teacher forcing (windows of the context): per-token "
+                   "log-prob difference, top-1 agreement and perplexity, ONNX Runtime against PyTorch.")
+@click.option("--min-top1", type=click.FloatRange(0, 1), default=0.99, show_default=True,
+              help="text-generation, --text: budget: the share of positions whose top-1 token agrees.")
+@click.option("--max-ppl-ratio", type=click.FloatRange(min=1), default=1.01, show_default=True,
+              help="text-generation, --text: budget: ONNX Runtime's perplexity over PyTorch's.")
+@click.option("--max-logprob-diff", type=click.FloatRange(min=0), default=0.01, show_default=True,
+              help="text-generation, --text: budget: the largest |log-prob difference| of a token, in nats (inf: none).")
 @_shared
 def compare(**params: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.

@@ -142,20 +142,20 @@ _ROWS = 8  # verify's lines in text; --format json has every output
               help="text-generation: tokens P of one prefill call (the prompt goes through in blocks of P).")
 @click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="text-generation: greedy tokens of verify's proof (ONNX Runtime against the model's generate).")
+@click.option("--prompt", default=None, metavar="TEXT",
+              help="text-generation: the proof's prompt as text, tokenized by the model's own tokenizer "
+                   "(tokenizer() beside the SPEC's callable, or the one beside the model). Default: seeded ids.")
 def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precision: str, weights: str | None,
            force: bool, verify: bool, atol: tuple[str, ...], rtol: tuple[str, ...], fmt: str, config: str | None,
            select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool, task: str, context: int,
-           prefill: int, tokens: int) -> None:
+           prefill: int, tokens: int, prompt: str | None) -> None:
     """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file.
 
     Verify's tolerances are compare's defaults for the output's dtype; --atol/--rtol replace them
     (as in ``portable compare``). With --task text-generation, SPEC gives a causal LM and -o NAME
     writes NAME.prefill.onnx, NAME.decode.onnx and NAME.textgen.json (batch 1 unless --batch)."""
     with _json_on_failure(fmt, output):
-        from portable.exporters.api import ExportFailed
-        from portable.exporters.inputs import parse_batch, parse_input
-        from portable.exporters.spec_export import export_spec
-        from portable.progress import Phases
+        from portable.exporters.inputs import parse_input
         from portable.runners.tolerances import parse_overrides
 
         policy = policy_from_options(config, select, ignore, strict)
@@ -171,24 +171,35 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
 
             return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
                                           force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
-                                          quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug())
-        phases = Phases(quiet or fmt != "text")
-        try:
-            result = export_spec(spec, output, specs, batch=parse_batch(batch), precision=precision, weights=weights,
-                                 policy=policy, verify=verify, force=force, phases=phases, tolerances=tolerances)
-        except ExportFailed as exc:
-            _refused(exc, fmt, output, phases.timings)
-        for warning in result.parity.warnings if result.parity else ():
-            click.echo(f"portable: warning: parity: {warning}", err=True)
-        if fmt == "json":
-            click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
-                                   timings=result.timings, result=result))
-        elif not quiet:
-            counts = result.report.counts
-            click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
-                       f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
-            if result.parity is not None and result.parity.skipped is None:
-                click.echo("\n".join(parity_lines(result.parity)))
+                                          quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug(),
+                                          prompt=prompt)
+        _export_graph(spec, output, specs, batch=batch, precision=precision, weights=weights, policy=policy,
+                      verify=verify, force=force, tolerances=tolerances, fmt=fmt, quiet=quiet)
+
+
+def _export_graph(spec: str, output: str, specs: list[Any], *, batch: str, fmt: str, quiet: bool, **options: Any) -> None:
+    """One graph: export, verify, write; the result as text or JSON (a refusal: exit 1, nothing written)."""
+    from portable.exporters.api import ExportFailed
+    from portable.exporters.inputs import parse_batch
+    from portable.exporters.spec_export import export_spec
+    from portable.progress import Phases
+
+    phases = Phases(quiet or fmt != "text")
+    try:
+        result = export_spec(spec, output, specs, batch=parse_batch(batch), phases=phases, **options)
+    except ExportFailed as exc:
+        _refused(exc, fmt, output, phases.timings)
+    for warning in result.parity.warnings if result.parity else ():
+        click.echo(f"portable: warning: parity: {warning}", err=True)
+    if fmt == "json":
+        click.echo(export_json(exit_code=0, path=output, report=result.report, parity=result.parity,
+                               timings=result.timings, result=result))
+    elif not quiet:
+        counts = result.report.counts
+        click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
+                   f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+        if result.parity is not None and result.parity.skipped is None:
+            click.echo("\n".join(parity_lines(result.parity)))
 
 
 @click.command()

@@ -38,7 +38,7 @@ def _given(*names: str) -> list[str]:
 
 
 # export's options that belong to --task text-generation alone: given without it they are refused, not ignored
-EXPORT_TEXTGEN_ONLY = ("context", "prefill", "tokens")
+EXPORT_TEXTGEN_ONLY = ("context", "prefill", "tokens", "prompt")
 
 
 def refuse_outside_text_generation(names: tuple[str, ...] = EXPORT_TEXTGEN_ONLY) -> None:
@@ -52,7 +52,8 @@ def refuse_outside_text_generation(names: tuple[str, ...] = EXPORT_TEXTGEN_ONLY)
 
 def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], batch: str, precision: str,
                            weights: str | None, force: bool, verify: bool, tolerances: Any, fmt: str, policy: Any,
-                           quiet: bool, context: int, prefill: int, tokens: int, debug: bool) -> None:
+                           quiet: bool, context: int, prefill: int, tokens: int, debug: bool,
+                           prompt: str | None = None) -> None:
     """``portable export SPEC --task text-generation -o NAME``: the pair, its manifest, the proof; exit 0 or 1."""
     from portable.exporters.inputs import parse_batch
     from portable.exporters.job import ExportFailed
@@ -66,7 +67,7 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
         result = export_text_generation_spec(spec, output, weights=weights, phases=Phases(quiet or fmt != "text"),
                                              context=context, prefill=prefill, batch=size, precision=precision,
                                              policy=policy, verify=verify, tokens=tokens, force=force,
-                                             tolerances=tolerances)
+                                             tolerances=tolerances, prompt=prompt)
     except ExportFailed as exc:  # a graph's findings, the refusal (PORT107), the pair rules, the proof
         _failed(exc, fmt, getattr(exc, "proof", None), debug)
     for warning in result.proof.warnings if result.proof else ():
@@ -108,12 +109,23 @@ class TextGenCompareOptions(CompareCommon):
 
     tokens: int
     prompt_length: int | None
+    prompt: str | None
+    text: str | None
+    min_top1: float
+    max_ppl_ratio: float
+    max_logprob_diff: float
     no_compile: bool
     no_latency: bool
     warmup_ms: float
     warmup_max_ms: float
     iterations: int
     duration_ms: float
+
+
+    def budgets(self) -> Any:
+        from portable.runners.teacher_forced import Budgets
+
+        return Budgets(self.min_top1, self.max_ppl_ratio, self.max_logprob_diff)
 
 
 def compare_text_generation(o: TextGenCompareOptions) -> None:
@@ -126,10 +138,15 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     reference = o.required_reference()
     tolerances = o.tolerances()
     timing = timing_config(o.no_latency, o.warmup_ms, o.warmup_max_ms, o.iterations, o.duration_ms)
+    if o.prompt is not None and o.prompt_length is not None:
+        raise UsageError("--prompt and --prompt-length exclude each other: the text's tokens are the prompt")
     loaded = load_reference(reference, o.weights)
+    from portable.runners.textgen import text_for
+
+    text = text_for(reference, loaded.module, o.prompt, o.text, o.budgets())
     with progress(o.quiet) as say:
         report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
-                     compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say)
+                     compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text)
     emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)
     for warning in report.warnings:
         click.echo(f"portable: warning: {warning}", err=True)

@@ -160,6 +160,14 @@ def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context
     stale: list[BaselineEntry] = []
     if accepted is not None:
         reports, stale = accepted.apply(reports)
+    _emit_all(reports, stream, statistics, fmt, output, extra)
+    _show_stale(stale, baseline or "")
+    raise click.exceptions.Exit(int(worst_exit_code(reports)))
+
+
+def _emit_all(reports: Sequence[ValidationReport], stream: TextFormatter | None, statistics: bool, fmt: str,
+              output: str | None, extra: tuple[tuple[str, str], ...]) -> None:
+    """The streamed run's summary, the statistics or the report; then every --report FORMAT=FILE."""
     if stream is not None:
         click.echo(stream.render_summary(reports), nl=False)
     elif statistics:
@@ -168,5 +176,3 @@ def validate(paths: tuple[str, ...], pairs: tuple[tuple[str, str], ...], context
         emit(reports, fmt, output)
     for extra_fmt, path in extra:
         emit(reports, extra_fmt, path)
-    _show_stale(stale, baseline or "")
-    raise click.exceptions.Exit(int(worst_exit_code(reports)))

@@ -167,3 +167,13 @@ def test_the_compiled_static_cache_generate_gives_the_same_tokens(tiny_llm_pair)
     report = compare_text_generation(result.manifest_path, model, tokens=8)
     assert [c.reference for c in report.comparisons] == ["torch-eager", "torch-compiled"]
     assert report.passed, report.message()
+
+
+def test_a_prompt_without_a_tokenizer_is_a_usage_error_saying_where_to_add_one(tiny_llm_pair, cli, tmp_path):
+    result, _ = tiny_llm_pair
+    run = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:llama", "--task", "text-generation",
+              "--prompt", "Hello", "--no-compile", "--no-latency")
+    assert run.exit_code == 2 and "tokenizer()" in run.output and "tiny_llm.py" in run.output, run.output
+    run = cli("export", f"{SPEC}:llama", "-o", str(tmp_path / "x.onnx"), "--prompt", "Hello")
+    assert run.exit_code == 2 and "--prompt" in run.output and "--task text-generation" in run.output, run.output
+    assert not list(tmp_path.iterdir())

@@ -16,6 +16,8 @@ import portable.runners.generation as generation
 from portable.runners.textgen import compare_text_generation
 
 SPEC = f"{FIXTURES / 'models' / 'smollm2.py'}"
+PROMPT = "The capital of France is"
+README = FIXTURES.parent / "README.md"  # a real text of about 1,770 SmolLM2 tokens
 pytestmark = pytest.mark.slow
 
 
@@ -26,7 +28,7 @@ def smol(tmp_path_factory):
     from portable.spec import load_spec
 
     out = tmp_path_factory.mktemp("smollm2") / "smol"
-    result = export_text_generation_spec(f"{SPEC}:first_layers", out, context=96, prefill=32, tokens=16)
+    result = export_text_generation_spec(f"{SPEC}:first_layers", out, context=96, prefill=32, tokens=16, prompt=PROMPT)
     return result, load_spec(f"{SPEC}:first_layers").module
 
 
@@ -43,6 +45,52 @@ def test_the_trained_pair_matches_generate_through_the_padded_block(smol):
     assert report.setup["prompt_length"] == 20 and report.setup["prefill_tokens"] == 32  # a padded block
     assert comparison.tokens_identical and max(comparison.max_abs_per_step) < 1e-3
     assert report.logits_spread > 1 and report.distinct_tokens >= 3  # trained logits, not a flat vector
+
+
+def test_the_exports_proof_generated_from_the_text_given(smol):
+    result, _ = smol
+    proof = result.proof.to_dict()
+    assert proof["texts"]["prompt"] == PROMPT and proof["setup"]["seed"] is None
+    assert proof["texts"]["onnxruntime"] == proof["texts"]["torch-eager"] and proof["passed"]
+    assert len(proof["prompt"][0]) < 32  # the text's tokens in one padded block
+
+
+def test_teacher_forcing_over_a_real_text_passes_and_each_budget_decides(smol):
+    from portable.runners.generation import PairFiles, PairSession
+    from portable.runners.teacher_forced import Budgets, teacher_forced
+    from portable.runners.textgen import text_for
+
+    result, model = smol
+    text = text_for(f"{SPEC}:first_layers", model, None, README)
+    session = PairSession(PairFiles.find(result.manifest_path))
+    good = teacher_forced(session, model, text.teacher)
+    assert good.passed and good.tokens >= 512 and good.windows > 1, good.message()
+    assert good.top1 > 0.999 and good.max_abs_logprob < 1e-3 and abs(good.ppl_ratio - 1) < 1e-4
+    scaled = copy.deepcopy(model)
+    import torch
+
+    with torch.no_grad():
+        scaled.model.layers[1].mlp.down_proj.weight.mul_(1.01)
+    off = teacher_forced(session, scaled, text.teacher)
+    assert not off.passed and off.max_abs_logprob > 0.01, off.message()  # the log-probs see a 1 % weight
+    loose = teacher_forced(session, scaled, text.teacher, Budgets(0.9, 1.05, float("inf")))
+    assert loose.passed and loose.to_dict()["budgets"]["max_logprob_diff"] is None  # a quantized pair's budgets
+    strict = teacher_forced(session, scaled, text.teacher, Budgets(1.0, 1.05, float("inf")))
+    assert not strict.passed  # top-1 agreement alone decides here
+
+
+def test_compare_takes_a_prompt_and_a_text_and_its_json_agrees_with_the_exit_code(smol, cli):
+    import json
+
+    result, _ = smol
+    run = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:first_layers", "--task",
+              "text-generation", "--prompt", PROMPT, "--text", str(README), "--tokens", "6", "--no-compile",
+              "--no-latency", "--format", "json")
+    data = json.loads(run.stdout)
+    assert run.exit_code == 0 == data["exit_code"] and data["passed"], run.stderr[-2000:]
+    assert "de-quantizing" not in run.stderr  # transformers' GGUF progress bar is library noise
+    assert data["texts"]["prompt"] == PROMPT and data["teacher_forced"]["passed"]
+    assert data["teacher_forced"]["tokens"] >= 512
 
 
 def test_a_weight_off_by_one_percent_fails_on_the_trained_model(smol):
