@@ -31,7 +31,7 @@ from portable.quiet import quiet_libraries
 from portable.runners.sessions import CPU, SessionFailed, SessionSpec, session_from_onnx
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
-           "step_feeds", "torch_generate"]
+           "generate_options", "step_feeds", "torch_generate"]
 
 MANIFEST_SUFFIX = ".textgen.json"
 _NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
@@ -255,18 +255,26 @@ class _Loop:
         return binding
 
 
+def generate_options(compiled: bool, device: str) -> dict[str, Any]:
+    """``generate``'s options for a static-cache ``torch.compile``d decoding forward (none when eager): on a
+    GPU reduce-overhead (CUDA graphs, what people who serve with torch.compile use), on the CPU default
+    (transformers compiles on the CPU only when asked, as here)."""
+    if not compiled:
+        return {}
+    from transformers import CompileConfig
+
+    config = CompileConfig(fullgraph=True, mode="reduce-overhead" if device == "cuda" else "default")
+    config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
+    return {"cache_implementation": "static", "compile_config": config}
+
+
 def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool = False, device: str = "cpu") -> Trace:
     """The model's own greedy ``generate``: eager (its default cache), or ``torch.compile``d over a
     static cache (transformers compiles the decoding forward; on CPU only when asked, as here)."""
     import torch
-    from transformers import CompileConfig
 
     ids = torch.from_numpy(prompt).to(device)
-    options: dict[str, Any] = {}
-    if compiled:
-        config = CompileConfig(fullgraph=True, mode="default")
-        config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
-        options = {"cache_implementation": "static", "compile_config": config}
+    options = generate_options(compiled, device)
     with quiet_libraries(), torch.no_grad():  # transformers' generation notices (pad token, compile) too
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
                              do_sample=False, eos_token_id=None, pad_token_id=0, output_logits=True,
@@ -284,7 +292,7 @@ def float64_logits(model: Any, prompt: np.ndarray, tokens: np.ndarray) -> tuple[
 
     import torch
 
-    double = copy.deepcopy(model).double().eval()
+    double = copy.deepcopy(model).double().cpu().eval()
     ids = torch.from_numpy(np.concatenate([prompt, tokens[:, :-1]], axis=1))
     with quiet_libraries(), torch.no_grad():
         logits = double(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits

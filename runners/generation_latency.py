@@ -22,7 +22,7 @@ from portable.runners.generation import PairSession
 from portable.runners.stats import LatencyStats
 from portable.runners.timing import HostTimer, Timer, TimingConfig, warm_up
 
-__all__ = ["GenerationLatency", "measure_generation"]
+__all__ = ["GenerationLatency", "measure_generation", "measure_torch_generation"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,64 @@ def measure_generation(pair: PairSession, prompt: np.ndarray, tokens: int, confi
     return GenerationLatency(runner, len(ttft), prompt.shape[1], tokens, blocks, LatencyStats.from_samples(ttft, batch),
                              LatencyStats.from_samples(decode or [math.nan], batch), float(np.median(rates)) * batch,
                              warm.steady)
+
+
+class _Stamps:
+    """A transformers logits processor that notes the time of each generation step (after a device sync:
+    the step's forward has finished), so that one ``generate`` call gives its TTFT and each decode step."""
+
+    def __init__(self, synchronize: Any) -> None:
+        import time
+
+        self.clock, self.synchronize, self.times = time.perf_counter, synchronize, [0.0]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.synchronize()
+        self.times.append(self.clock())
+        return scores
+
+    def start(self) -> _Stamps:
+        self.synchronize()
+        self.times = [self.clock()]
+        return self
+
+
+def measure_torch_generation(model: Any, prompt: np.ndarray, tokens: int, config: TimingConfig, *, compiled: bool,
+                             device: str = "cpu") -> GenerationLatency:
+    """The model's own greedy ``generate`` timed as :func:`measure_generation` times the pair: warmed up (the
+    first calls compile), then whole generations, each step stamped by a logits processor after a device
+    sync: time to first token is the prefill forward, a decode step the time between two stamps."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from portable.runners.generation import generate_options
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    stamps, ids = _Stamps(sync), torch.from_numpy(prompt).to(device)
+    options = generate_options(compiled, device) | {"logits_processor": LogitsProcessorList([stamps])}
+    call = lambda: model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,  # noqa: E731
+                                  do_sample=False, eos_token_id=None, pad_token_id=0, **options)
+    with torch.no_grad():
+        warm = warm_up(call, HostTimer(sync), config)
+        ttft, decode, rates = _stamped(stamps, call, config)
+    name = f"torch-{'compiled' if compiled else 'eager'}-{device}"
+    batch = prompt.shape[0]
+    return GenerationLatency(name, len(ttft), prompt.shape[1], tokens, 1, LatencyStats.from_samples(ttft, batch),
+                             LatencyStats.from_samples(decode or [math.nan], batch), float(np.median(rates)) * batch,
+                             warm.steady)
+
+
+def _stamped(stamps: _Stamps, call: Any, config: TimingConfig) -> tuple[list[float], list[float], list[float]]:
+    ttft: list[float] = []
+    decode: list[float] = []
+    rates: list[float] = []
+    while len(ttft) < config.min_iterations or sum(ttft) + sum(decode) < config.min_seconds:
+        call_start = stamps.start()
+        call()
+        steps = np.diff(call_start.times).tolist()
+        ttft.append(steps[0])
+        decode.extend(steps[1:])
+        rates.append(len(steps) / sum(steps))
+        if len(ttft) >= config.max_iterations:
+            break
+    return ttft, decode, rates

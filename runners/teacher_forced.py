@@ -87,9 +87,9 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 def _torch_logits(model: Any, window: np.ndarray) -> np.ndarray:
     import torch
 
-    ids = torch.from_numpy(window)
+    ids = torch.from_numpy(window).to(next(model.parameters()).device)
     with quiet_libraries(), torch.no_grad():
-        return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits.float().numpy()
+        return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits.float().cpu().numpy()
 
 
 def _scored(session: PairSession, model: Any, window: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

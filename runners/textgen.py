@@ -20,7 +20,7 @@ import numpy as np
 
 from portable.errors import UsageError, one_line
 from portable.runners.generation import PairFiles, PairSession, Trace, float64_logits, prompt_ids, torch_generate
-from portable.runners.generation_latency import measure_generation
+from portable.runners.generation_latency import measure_generation, measure_torch_generation
 from portable.runners.generation_report import (
     GenerationComparison,
     GenerationReport,
@@ -44,29 +44,61 @@ Progress = Callable[[str], None]
 def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens: int = DEFAULT_TOKENS,
                             prompt_length: int | None = None, seed: int = 0, compile: bool = True,
                             tolerances: ToleranceTable | None = None, timing: TimingConfig | None = None,
-                            progress: Progress | None = None, text: Text | None = None) -> GenerationReport:
+                            progress: Progress | None = None, text: Text | None = None,
+                            device: str = "cpu") -> GenerationReport:
     """Greedy generation of ``tokens`` tokens from a seeded prompt (or ``text.prompt``) through the pair in
-    ONNX Runtime (CPU) and through ``model.generate``, and teacher forcing over ``text.teacher`` when given;
-    see the module docstring. ``model``: the transformers causal LM the pair was exported from (eval mode is
-    set for the call)."""
+    ONNX Runtime and through ``model.generate``, and teacher forcing over ``text.teacher`` when given; see
+    the module docstring. ``model``: the transformers causal LM the pair was exported from (eval mode is set
+    for the call). ``device``: ``cpu``, or ``cuda``: the pair on ONNX Runtime's CUDA provider (cache on the
+    GPU), the model on the same GPU, and the timing of eager and compiled ``generate`` there too."""
     say = progress or (lambda _msg: None)
     files = pair if isinstance(pair, PairFiles) else PairFiles.find(pair)
-    session = PairSession(files)
+    session = _pair_session(files, device)
+    model = _on(model, device)
     prompt = _prompt(session, model, tokens, prompt_length, seed, text)
-    say(f"ONNX Runtime: {tokens} greedy token(s) after a prompt of {prompt.shape[1]}")
+    say(f"ONNX Runtime ({device}): {tokens} greedy token(s) after a prompt of {prompt.shape[1]}")
     ours = session.generate(prompt, tokens)
     exact = _Float64(model, prompt, ours, tolerances, say)
-    comparisons = [_against(ours, model, prompt, tokens, compiled, tolerances, say, exact) for compiled in
+    comparisons = [_against(ours, model, prompt, tokens, compiled, tolerances, say, exact, device) for compiled in
                    ((False, True) if compile else (False,))]
-    latency = None
-    if timing is not None:
-        say("timing ONNX Runtime's generation")
-        latency = {"onnxruntime-cpu": measure_generation(session, prompt, tokens, timing).to_dict()}
+    latency = _latency(session, model, prompt, tokens, timing, device, compile, say) if timing is not None else None
     setup = {"seed": None if text and text.prompt is not None else seed, "tokens": tokens,
              "prompt_length": prompt.shape[1], "context": session.geometry.context,
-             "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note}
+             "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note, "device": device}
     report = _report(files, prompt, ours, comparisons, latency, setup)
     return _with_text(report, session, model, text, say) if text is not None else report
+
+
+def _pair_session(files: PairFiles, device: str) -> PairSession:
+    if device == "cpu":
+        return PairSession(files)
+    if device != "cuda":
+        raise UsageError(f"device {device!r}: text generation runs on cpu or cuda")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
+    # strict fp32 as PyTorch's CUDA matmuls are by default: the CUDA provider's TF32 off (its default is on)
+    return PairSession(files, providers=(("CUDAExecutionProvider", {"use_tf32": "0"}),), device="cuda")
+
+
+def _on(model: Any, device: str) -> Any:
+    """The reference on ``device`` (the CLI's own copy; a caller's model on the CPU stays there)."""
+    return model if device == "cpu" else model.to(device)
+
+
+def _latency(session: PairSession, model: Any, prompt: np.ndarray, tokens: int, timing: TimingConfig, device: str,
+             compile: bool, say: Progress) -> dict[str, Any]:
+    """ONNX Runtime's generation timed; on a GPU, eager and compiled ``generate`` on the same GPU beside it."""
+    say(f"timing ONNX Runtime's generation ({device})")
+    name = f"onnxruntime-{device}"
+    out = {name: measure_generation(session, prompt, tokens, timing, runner=name).to_dict()}
+    if device == "cuda":
+        for compiled in (False, True) if compile else (False,):
+            say(f"timing PyTorch generate ({'compiled, reduce-overhead' if compiled else 'eager'}) on the GPU")
+            figures = measure_torch_generation(model, prompt, tokens, timing, compiled=compiled, device=device)
+            out[figures.runner] = figures.to_dict()
+    return out
 
 
 @dataclass(frozen=True)
@@ -157,14 +189,14 @@ class _Float64:
 
 
 def _against(ours: Trace, model: Any, prompt: Any, tokens: int, compiled: bool, table: ToleranceTable | None,
-             say: Progress, exact: _Float64) -> GenerationComparison:
+             say: Progress, exact: _Float64, device: str = "cpu") -> GenerationComparison:
     name = "torch-compiled" if compiled else "torch-eager"
     tolerance = tolerance_for(ours.logits, table)
     say(f"PyTorch generate ({'torch.compile, static cache' if compiled else 'eager'})")
     was_training = model.training
     model.eval()
     try:
-        theirs = torch_generate(model, prompt, tokens, compiled=compiled)
+        theirs = torch_generate(model, prompt, tokens, compiled=compiled, device=device)
     except Exception as exc:  # noqa: BLE001 - the reference failing (a compile error) is reported, not raised
         return failed_reference(name, f"could not run: {one_line(exc, limit=300)}", tolerance)
     finally:

@@ -64,7 +64,7 @@ COMPARE_MODES = ModeTable(
         "model": _EVERY, "reference": _EVERY, "weights": _EVERY, "atol": _EVERY, "rtol": _EVERY, "seed": _EVERY,
         "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
         "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
-        "device": _P, "providers": _P, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
+        "device": _P | _G, "providers": _P, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
         "latency_budgets": _P, "error_budgets": _P,
         "no_compile": _P | _G, "no_latency": _P | _G, "warmup_ms": _P | _G, "warmup_max_ms": _P | _G,
         "iterations": _P | _G, "duration_ms": _P | _G,
@@ -145,7 +145,9 @@ def _write_markdown(report: Any, path: str) -> None:
               help="With --runtime: seconds the reference evaluator gets per batch before it is 'timed out'.")
 @click.option("--weights", default=None, type=click.Path(dir_okay=False), help="State dict for the reference.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
-              help="PyTorch device. Default: cuda when available, else cpu.")
+              help="PyTorch device. Default: cuda when available, else cpu. text-generation: the pair runs there too "
+                   "(cuda: ONNX Runtime's CUDA provider, and eager and compiled generate timed on the same GPU); "
+                   "default cpu.")
 @click.option("--compile-mode", default="default", show_default=True, metavar="MODES",
               help="torch.compile modes (inductor), comma-separated: default, reduce-overhead, max-autotune; "
                    "one compiled runner each.")

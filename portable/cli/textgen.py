@@ -114,6 +114,7 @@ class TextGenCompareOptions(CompareCommon):
     min_top1: float
     max_ppl_ratio: float
     max_logprob_diff: float
+    device: str | None
     no_compile: bool
     no_latency: bool
     warmup_ms: float
@@ -146,7 +147,8 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     text = text_for(reference, loaded.module, o.prompt, o.text, o.budgets())
     with progress(o.quiet) as say:
         report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
-                     compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text)
+                     compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text,
+                     device=o.device or "cpu")
     emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)
     for warning in report.warnings:
         click.echo(f"portable: warning: {warning}", err=True)

@@ -12,7 +12,7 @@ from support import FIXTURES, tiny_llm
 
 from portable.errors import UsageError
 from portable.runners.generation import PairFiles, PairSession, Trace, prompt_ids, torch_generate
-from portable.runners.generation_latency import measure_generation
+from portable.runners.generation_latency import measure_generation, measure_torch_generation
 from portable.runners.generation_report import GenerationReport, compare_traces, spread
 from portable.runners.textgen import compare_text_generation
 from portable.runners.timing import TimingConfig
@@ -146,6 +146,17 @@ def test_the_latency_record_has_ttft_and_decode_percentiles(tiny_llm_pair):
     assert 0 < latency["decode"]["p50_s"] <= latency["decode"]["p90_s"] and latency["tokens_per_s"] > 0
 
 
+def test_the_models_own_generate_is_timed_step_by_step_the_same_way(tiny_llm_pair):
+    """The PyTorch side of the latency record (the GPU mode's eager and compiled rows): each step stamped."""
+    _, model = tiny_llm_pair
+    config = TimingConfig(warmup_seconds=0.0, warmup_iterations=1, min_iterations=3, min_seconds=0.0,
+                          warmup_max_seconds=0.5)
+    latency = measure_torch_generation(model, prompt_ids(1, 12, 512, 0), 6, config, compiled=False).to_dict()
+    assert latency["runner"] == "torch-eager-cpu" and latency["runs"] >= 3 and latency["new_tokens"] == 6
+    assert latency["decode"]["iterations"] == latency["runs"] * 5 and latency["ttft"]["iterations"] == latency["runs"]
+    assert 0 < latency["decode"]["p50_s"] <= latency["decode"]["p90_s"] and latency["tokens_per_s"] > 0
+
+
 def test_the_cli_prints_the_proof_as_json_and_exits_by_it(cli, tiny_llm_pair, tmp_path):
     result, _ = tiny_llm_pair
     good = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:llama", "--task", "text-generation",
@@ -177,3 +188,14 @@ def test_a_prompt_without_a_tokenizer_is_a_usage_error_saying_where_to_add_one(t
     run = cli("export", f"{SPEC}:llama", "-o", str(tmp_path / "x.onnx"), "--prompt", "Hello")
     assert run.exit_code == 2 and "--prompt" in run.output and "--task text-generation" in run.output, run.output
     assert not list(tmp_path.iterdir())
+
+
+def test_text_generation_on_cuda_without_a_gpu_is_a_usage_error(tiny_llm_pair, cli):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device (tests/runners/test_gpu.py runs the mode)")
+    result, _ = tiny_llm_pair
+    run = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:llama", "--task", "text-generation",
+              "--device", "cuda", "--no-compile", "--no-latency")
+    assert run.exit_code == 2 and "no CUDA device" in run.output, run.output

@@ -139,3 +139,20 @@ def test_compare_runs_a_bf16_input_graph_on_ort_cuda(cli, models, onnx_dir: Path
     assert all(p["passed"] and {o["dtype"] for o in p["outputs"]} == {"bfloat16"} for p in pairs)
     assert all(o["rms_expected"] > 0.5 for p in pairs for o in p["outputs"])
     assert {r["runner"] for r in data["latency"]} >= {"ort-cuda", "ort-cuda-graph"}
+
+
+@needs_ort_cuda
+def test_text_generation_on_the_gpu_from_the_cli_times_all_three_on_one_gpu(cli, tiny_llm_pair) -> None:  # type: ignore[no-untyped-def]
+    """`compare --task text-generation --device cuda` (issue 34): the pair on ONNX Runtime's CUDA provider
+    against eager and compiled generate on the same GPU, TTFT, decode p50/p90 and tokens/s for each."""
+    from support import FIXTURES
+
+    result, _ = tiny_llm_pair
+    code, data, err = run_json(cli, str(result.manifest_path), "--reference", f"{FIXTURES / 'models' / 'tiny_llm.py'}:llama",
+                               "--task", "text-generation", "--device", "cuda", "--tokens", "16", *QUICK)
+    assert code == 0 == data["exit_code"] and data["setup"]["device"] == "cuda", err
+    assert {c["reference"] for c in data["comparisons"]} == {"torch-eager", "torch-compiled"}
+    assert set(data["latency"]) == {"onnxruntime-cuda", "torch-eager-cuda", "torch-compiled-cuda"}
+    for figures in data["latency"].values():
+        assert figures["ttft"]["p50_s"] > 0 and figures["decode"]["p90_s"] >= figures["decode"]["p50_s"] > 0
+        assert figures["tokens_per_s"] > 0 and figures["new_tokens"] == 16
