@@ -147,15 +147,31 @@ class PairSession:
     """The two graphs loaded in ONNX Runtime, and the greedy host loop over them (module docstring).
 
     ``device``: ``cpu``, or ``cuda`` (the cache buffers then live on the GPU; ``providers`` must
-    hold the CUDA provider); ``threads``: ONNX Runtime's intra-op threads (default: one per core)."""
+    hold the CUDA provider); ``threads``: ONNX Runtime's intra-op threads (default: one per core);
+    ``cuda_graph``: the decode steps replayed as CUDA graphs (``runners/graph_decode.py``; CUDA only)."""
 
     def __init__(self, files: PairFiles, providers: Sequence[Any] = ("CPUExecutionProvider",),
-                 device: str = "cpu", threads: int | None = None) -> None:
+                 device: str = "cpu", threads: int | None = None, cuda_graph: bool = False) -> None:
         self.files, self.device = files, device
-        spec = _spec(providers, threads)
-        self.prefill = _session(files.prefill, "prefill", spec)
-        self.decode = _session(files.decode, "decode", spec)
+        self.spec = _spec(providers, threads)
+        if cuda_graph and (device != "cuda" or self.spec.provider != "CUDAExecutionProvider"):
+            raise UsageError("CUDA graphs need the pair on the CUDA provider (device cuda)")
+        self.cuda_graph = cuda_graph
+        self.prefill = _session(files.prefill, "prefill", self.spec)
+        self.decode = _session(files.decode, "decode", self.spec)
         self.geometry = PairGeometry.of(self.prefill, self.decode)
+        self._graphs: dict[int, Any] = {}
+
+    def graph(self, batch: int) -> Any:
+        """The CUDA-graph decode for ``batch`` (its buffers are fixed: one per batch size), made on first use."""
+        if batch not in self._graphs:
+            from portable.runners.graph_decode import GraphDecode
+
+            try:
+                self._graphs[batch] = GraphDecode(self.files.decode, self.spec, self.geometry, batch)
+            except SessionFailed as exc:
+                raise InputError(exc.message, path=str(self.files.decode)) from None
+        return self._graphs[batch]
 
     def generate(self, prompt: np.ndarray, tokens: int, timer: Any = None) -> Trace:
         """Greedy generation of ``tokens`` new tokens after ``prompt`` ``[batch, L]``."""
@@ -164,7 +180,7 @@ class PairSession:
         logits = loop.prefill(prompt)
         steps, chosen = [logits], [logits.argmax(-1)]
         for i in range(1, tokens):
-            logits = loop.step(self.decode, chosen[-1][:, None], prompt.shape[1] + i - 1)
+            logits = loop.decode(chosen[-1][:, None], prompt.shape[1] + i - 1)
             steps.append(logits)
             chosen.append(logits.argmax(-1))
         return Trace("onnxruntime", np.stack(chosen, axis=1), tuple(steps), tuple(loop.seconds))
@@ -217,11 +233,16 @@ class _Loop:
         geometry = pair.geometry
         if geometry.batch is not None and geometry.batch != batch:
             raise UsageError(f"the pair's batch is static ({geometry.batch}); a batch of {batch} cannot run")
+        self.seconds: list[float] = []
+        self.graph = pair.graph(batch) if pair.cuda_graph else None
+        if self.graph is not None:  # its fixed buffers, from zeros
+            self.graph.reset()
+            self.cache, self.spare = self.graph.cache
+            return
         dims = (batch, *geometry.cache_dims)
         zeros = lambda: ort.OrtValue.ortvalue_from_numpy(np.zeros(dims, geometry.cache_dtype), pair.device, 0)  # noqa: E731
         self.cache = [zeros() for _ in geometry.cache_names]
         self.spare = [zeros() for _ in geometry.cache_names]
-        self.seconds: list[float] = []
 
     def prefill(self, prompt: np.ndarray) -> np.ndarray:
         block = self.pair.geometry.prefill_tokens
@@ -237,12 +258,25 @@ class _Loop:
     def block(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> np.ndarray:
         """Run one graph on ``ids`` (padded to ``tokens``) at slot ``position``; the logits of every real token."""
         binding = self._bind(session, ids, position, tokens)
-        if self.timer is None:
-            session.run_with_iobinding(binding)
-        else:
-            self.seconds.append(self.timer.time(lambda: session.run_with_iobinding(binding)))
+        self._timed(lambda: session.run_with_iobinding(binding))
         self.cache, self.spare = self.spare, self.cache
         return binding.get_outputs()[0].numpy()[:, :ids.shape[1]]
+
+    def decode(self, ids: np.ndarray, position: int) -> np.ndarray:
+        """One decode step: the decode graph, or its CUDA graph replayed; the logits ``[batch, V]``."""
+        graph = self.graph
+        if graph is None:
+            return self.step(self.pair.decode, ids, position)
+        current = self.cache
+        self._timed(lambda: graph.run(ids, position, current))
+        self.cache, self.spare = self.spare, self.cache
+        return graph.last_logits()
+
+    def _timed(self, call: Callable[[], object]) -> None:
+        if self.timer is None:
+            call()
+        else:
+            self.seconds.append(self.timer.time(call))
 
     def _bind(self, session: Any, ids: np.ndarray, position: int, tokens: int) -> Any:
         binding = session.io_binding()

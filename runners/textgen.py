@@ -45,7 +45,7 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
                             prompt_length: int | None = None, seed: int = 0, compile: bool = True,
                             tolerances: ToleranceTable | None = None, timing: TimingConfig | None = None,
                             progress: Progress | None = None, text: Text | None = None,
-                            device: str = "cpu") -> GenerationReport:
+                            device: str = "cpu", cuda_graph: bool = False) -> GenerationReport:
     """Greedy generation of ``tokens`` tokens from a seeded prompt (or ``text.prompt``) through the pair in
     ONNX Runtime and through ``model.generate``, and teacher forcing over ``text.teacher`` when given; see
     the module docstring. ``model``: the transformers causal LM the pair was exported from (eval mode is set
@@ -53,7 +53,7 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     GPU), the model on the same GPU, and the timing of eager and compiled ``generate`` there too."""
     say = progress or (lambda _msg: None)
     files = pair if isinstance(pair, PairFiles) else PairFiles.find(pair)
-    session = _pair_session(files, device)
+    session = _pair_session(files, device, cuda_graph)
     model = _on(model, device)
     prompt = _prompt(session, model, tokens, prompt_length, seed, text)
     say(f"ONNX Runtime ({device}): {tokens} greedy token(s) after a prompt of {prompt.shape[1]}")
@@ -64,22 +64,24 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     latency = _latency(session, model, prompt, tokens, timing, device, compile, say) if timing is not None else None
     setup = {"seed": None if text and text.prompt is not None else seed, "tokens": tokens,
              "prompt_length": prompt.shape[1], "context": session.geometry.context,
-             "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note, "device": device}
+             "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note, "device": device,
+             "cuda_graph": cuda_graph}
     report = _report(files, prompt, ours, comparisons, latency, setup)
     return _with_text(report, session, model, text, say) if text is not None else report
 
 
-def _pair_session(files: PairFiles, device: str) -> PairSession:
-    if device == "cpu":
-        return PairSession(files)
-    if device != "cuda":
+def _pair_session(files: PairFiles, device: str, cuda_graph: bool = False) -> PairSession:
+    if device not in ("cpu", "cuda"):
         raise UsageError(f"device {device!r}: text generation runs on cpu or cuda")
+    if device == "cpu":
+        return PairSession(files, cuda_graph=cuda_graph)
     import torch
 
     if not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
     # strict fp32 as PyTorch's CUDA matmuls are by default: the CUDA provider's TF32 off (its default is on)
-    return PairSession(files, providers=(("CUDAExecutionProvider", {"use_tf32": "0"}),), device="cuda")
+    return PairSession(files, providers=(("CUDAExecutionProvider", {"use_tf32": "0"}),), device="cuda",
+                       cuda_graph=cuda_graph)
 
 
 def _on(model: Any, device: str) -> Any:

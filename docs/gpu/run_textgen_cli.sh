@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 34 item 3 on one H200: `portable compare --task text-generation --device cuda` from the CLI (the pair on
 # ONNX Runtime's CUDA provider, strict fp32, against eager and compiled generate on the same GPU, with TTFT, decode
-# p50/p90 and tokens/s for each). One device call after the onnxruntime-gpu parts .ortgpu1-4 were left in
+# p50/p90 and tokens/s for each; the decode steps as CUDA graphs by default, and with --ep cuda without them). One device call after the onnxruntime-gpu parts .ortgpu1-4 were left in
 # /tmp/ortparts by the calls before it (../shared/tools/ort-gpu/prepare.sh); carries .ortgpu5 and .whl
 # (transformers 5.24.0: the machine's 5.17 predates the `cache=` argument). Results under $OUT.
 set -u
@@ -17,7 +17,7 @@ python3 -c "import torch, transformers, onnxruntime as o; print(torch.__version_
   >"$OUT/versions.txt" 2>&1
 # 1. the mode's GPU test (tests/runners/test_gpu.py): the tiny LLaMA pair, all three timed on the GPU
 (cd /tmp/shim && timeout 200 python3 -m pytest "$ROOT/tests/runners/test_gpu.py" -q -p no:cacheprovider --rootdir "$ROOT" \
-  -c "$ROOT/pyproject.toml" -o pythonpath=tests -rs -k text_generation) >"$OUT/pytest-textgen-gpu.txt" 2>&1
+  -c "$ROOT/pyproject.toml" -o pythonpath=tests -rs -k "text_generation or cuda_graph_decode") >"$OUT/pytest-textgen-gpu.txt" 2>&1
 # 2. the 100M LLaMA pair at C 1024, P 128: export (CPU), then the CLI's GPU mode, 100-token prompt, 32 tokens
 mkdir -p /tmp/tg
 (cd /tmp && timeout 120 portable export "$ROOT/docs/gpu/llama100m.py:model" --task text-generation --context 1024 \
@@ -26,6 +26,10 @@ mkdir -p /tmp/tg
   --task text-generation --device cuda --tokens 32 --prompt-length 100 --format json -o "$OUT/textgen-cli-h200.json") \
   >"$OUT/compare.txt" 2>&1
 echo "compare exit $?" >>"$OUT/compare.txt"
+(cd /tmp && timeout 300 portable compare /tmp/tg/llama.textgen.json --reference "$ROOT/docs/gpu/llama100m.py:model" \
+  --task text-generation --device cuda --ep cuda --tokens 32 --prompt-length 100 --format json \
+  -o "$OUT/textgen-cli-h200-plain.json") >"$OUT/compare-plain.txt" 2>&1
+echo "compare --ep cuda exit $?" >>"$OUT/compare-plain.txt"
 (cd /tmp && timeout 60 portable compare /tmp/tg/llama.textgen.json --reference "$ROOT/docs/gpu/llama100m.py:model" \
   --task text-generation --device cuda --tokens 32 --prompt-length 100 --no-compile --no-latency) >"$OUT/compare-text.txt" 2>&1
 echo "text exit $?" >>"$OUT/compare-text.txt"

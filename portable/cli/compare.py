@@ -64,7 +64,7 @@ COMPARE_MODES = ModeTable(
         "model": _EVERY, "reference": _EVERY, "weights": _EVERY, "atol": _EVERY, "rtol": _EVERY, "seed": _EVERY,
         "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
         "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
-        "device": _P | _G, "providers": _P, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
+        "device": _P | _G, "providers": _P | _G, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
         "latency_budgets": _P, "error_budgets": _P,
         "no_compile": _P | _G, "no_latency": _P | _G, "warmup_ms": _P | _G, "warmup_max_ms": _P | _G,
         "iterations": _P | _G, "duration_ms": _P | _G,
@@ -93,7 +93,8 @@ def _shared(fn: F) -> F:
                           "cuda-graph: CUDA with CUDA graphs, cuda-nhwc: CUDA preferring NHWC kernels, or "
                           "cuda-graph-nhwc). Default: compare, the CPU provider on a cpu "
                           "device and every available one on cuda (one that cannot load is skipped, with a note); "
-                          "matrix, every available one."),
+                          "matrix, every available one. compare --task text-generation: one of cpu, cuda, "
+                          "cuda-graph (the decode steps as CUDA graphs; the default on a cuda device)."),
         click.option("--batch", "batch", default=None, metavar="SIZES", help="Batch sizes, e.g. 1,8,32."),
         click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE", help="Size of a symbolic input axis."),
         click.option("--int-range", "int_range", multiple=True, metavar="[NAME=]LOW:HIGH",

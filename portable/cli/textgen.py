@@ -115,6 +115,7 @@ class TextGenCompareOptions(CompareCommon):
     max_ppl_ratio: float
     max_logprob_diff: float
     device: str | None
+    providers: str | None
     no_compile: bool
     no_latency: bool
     warmup_ms: float
@@ -122,6 +123,14 @@ class TextGenCompareOptions(CompareCommon):
     iterations: int
     duration_ms: float
 
+
+    def cuda_graph(self) -> bool:
+        """``--ep``: cpu on a cpu device; on cuda, cuda-graph (the default) or cuda."""
+        device, ep = self.device or "cpu", self.providers
+        wanted = {"cpu": ("cpu",), "cuda": ("cuda-graph", "cuda")}[device]
+        if ep is not None and ep not in wanted:
+            raise UsageError(f"--ep {ep}: --task text-generation on a {device} device runs on {' or '.join(wanted)}")
+        return device == "cuda" and (ep or "cuda-graph") == "cuda-graph"
 
     def budgets(self) -> Any:
         from portable.runners.teacher_forced import Budgets
@@ -148,7 +157,7 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     with progress(o.quiet) as say:
         report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
                      compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text,
-                     device=o.device or "cpu")
+                     device=o.device or "cpu", cuda_graph=o.cuda_graph())
     emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)
     for warning in report.warnings:
         click.echo(f"portable: warning: {warning}", err=True)

@@ -199,3 +199,12 @@ def test_text_generation_on_cuda_without_a_gpu_is_a_usage_error(tiny_llm_pair, c
     run = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:llama", "--task", "text-generation",
               "--device", "cuda", "--no-compile", "--no-latency")
     assert run.exit_code == 2 and "no CUDA device" in run.output, run.output
+
+
+def test_cuda_graphs_need_the_cuda_provider(tiny_llm_pair, cli):
+    result, _ = tiny_llm_pair
+    with pytest.raises(UsageError, match="CUDA graphs need the pair on the CUDA provider"):
+        PairSession(PairFiles.find(result.manifest_path), cuda_graph=True)
+    run = cli("compare", str(result.manifest_path), "--reference", f"{SPEC}:llama", "--task", "text-generation",
+              "--ep", "cuda-graph", "--no-compile", "--no-latency")
+    assert run.exit_code == 2 and "on a cpu device runs on cpu" in run.output, run.output

@@ -151,8 +151,31 @@ def test_text_generation_on_the_gpu_from_the_cli_times_all_three_on_one_gpu(cli,
     code, data, err = run_json(cli, str(result.manifest_path), "--reference", f"{FIXTURES / 'models' / 'tiny_llm.py'}:llama",
                                "--task", "text-generation", "--device", "cuda", "--tokens", "16", *QUICK)
     assert code == 0 == data["exit_code"] and data["setup"]["device"] == "cuda", err
+    assert data["setup"]["cuda_graph"] is True  # the default on a cuda device
     assert {c["reference"] for c in data["comparisons"]} == {"torch-eager", "torch-compiled"}
     assert set(data["latency"]) == {"onnxruntime-cuda", "torch-eager-cuda", "torch-compiled-cuda"}
     for figures in data["latency"].values():
         assert figures["ttft"]["p50_s"] > 0 and figures["decode"]["p90_s"] >= figures["decode"]["p50_s"] > 0
         assert figures["tokens_per_s"] > 0 and figures["new_tokens"] == 16
+
+
+@needs_ort_cuda
+def test_the_cuda_graph_decode_gives_the_plain_cuda_steps_and_the_cli_can_turn_it_off(cli, tiny_llm_pair) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+    from support import FIXTURES
+
+    from portable.runners.generation import PairFiles, PairSession, prompt_ids
+
+    result, _ = tiny_llm_pair
+    files = PairFiles.find(result.manifest_path)
+    cuda = [("CUDAExecutionProvider", {"use_tf32": "0"})]
+    plain = PairSession(files, cuda, device="cuda").generate(prompt_ids(1, 11, 512, 3), 20)
+    graphs = PairSession(files, cuda, device="cuda", cuda_graph=True)
+    for _ in range(2):  # captured on the first generation, replayed on the second, from zeros each time
+        replayed = graphs.generate(prompt_ids(1, 11, 512, 3), 20)
+        assert np.array_equal(replayed.tokens, plain.tokens)
+        assert max(float(np.abs(a - b).max()) for a, b in zip(replayed.logits, plain.logits)) <= 1e-5
+    code, data, err = run_json(cli, str(result.manifest_path), "--reference", f"{FIXTURES / 'models' / 'tiny_llm.py'}:llama",
+                               "--task", "text-generation", "--device", "cuda", "--ep", "cuda", "--tokens", "8",
+                               "--no-latency", "--no-compile")
+    assert code == 0 and data["setup"]["cuda_graph"] is False, err
