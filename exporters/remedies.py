@@ -35,9 +35,11 @@ __all__ = [
     "FixBatchPass",
     "FixDimsPass",
     "NegativeDimsPass",
+    "FITS_INT32",
     "INDEX_SLOTS",
     "Int32IndicesPass",
     "InternalizeDataPass",
+    "PASS_THROUGH",
     "PReluSlopesPass",
     "RaiseIRVersionPass",
     "RemedyRefused",
@@ -519,53 +521,158 @@ def _values(graph: ir.Graph) -> Iterator[ir.Value]:
 # are int64 only: those shape tensors stay int64 (an int32 one would not validate).
 INDEX_SLOTS: dict[str, tuple[int, ...]] = {"Gather": (1,), "GatherElements": (1,), "ScatterElements": (1,),
                                            "Slice": (1, 2, 3, 4), "OneHot": (0,)}
+# ops whose output 0 holds the elements of their input 0, moved or repeated, none computed (any tensor type T):
+# int32 indices stay the same indices through them. Only input 0: their shape and axes inputs stay int64.
+PASS_THROUGH: frozenset[str] = frozenset({"Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Transpose", "Expand"})
+# the element types whose every value is an int32 value: a Cast from one of them to int64 holds only int32 values
+FITS_INT32: frozenset[ir.DataType] = frozenset({ir.DataType.BOOL, ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16,
+                                               ir.DataType.UINT16, ir.DataType.INT32})
 _INT32 = np.iinfo(np.int32)
 
 
 class Int32IndicesPass(ir.passes.InPlacePass):
-    """Constant int64 indices to int32 where every value fits, for targets that want int32 (NNAPI's table:
-    Gather's "Input indices should be constant if not int32 type").
+    """int64 indices to int32 where every value provably fits, for targets that want int32 (NNAPI's table:
+    Gather's "Input indices should be constant if not int32 type"; WebNN, whose backend decides the types per
+    device and has no fallback: ``repair.remedies.INT32_TARGETS``).
 
-    Only initializers (constants folded by the earlier remedies), only where every use is an index slot of
-    :data:`INDEX_SLOTS`; a Slice is converted whole (its starts, ends, axes and steps share one type) or not at
-    all. A Slice's starts and ends beyond int32 (``INT64_MAX``: "to the end") are clamped to int32's range,
-    which Slice clamps to the axis anyway (axes of 2**31 elements or more are not portable: < 2 GiB). Any other
-    value outside int32 is unsafe and refuses the remedy (the model stays as it was, the report names the
-    constant). Graph inputs (the model's interface) are never changed.
+    Two kinds of int64 value are narrowed, each only where every use is an index slot of :data:`INDEX_SLOTS`,
+    directly or through ops of :data:`PASS_THROUGH` (whose outputs then become int32 too), and never a graph
+    output or input (the model's interface):
+
+    - a constant (an initializer: the earlier remedies folded the rest) whose values all fit int32;
+    - a ``Cast`` to int64 from a type of :data:`FITS_INT32` (input ids cast up for a ``Gather``): every value it
+      makes is an int32 value, so it casts to int32 instead, or goes when its input is int32 already.
+
+    A Slice is converted whole (its starts, ends, axes and steps share one type) or not at all. A Slice's
+    constant starts and ends beyond int32 (``INT64_MAX``: "to the end") are clamped to int32's range, which
+    Slice clamps to the axis anyway (axes of 2**31 elements or more are not portable: < 2 GiB). Any other
+    constant outside int32 is left int64, and :meth:`unfit` names it (the remedy's detail); when nothing else
+    converts, the remedy is refused with those names. Values computed at run time (``Shape``, arithmetic, a
+    Cast from a float or a 64-bit type) are not provably in int32's range: they stay.
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        graph = model.graph
-        chosen, unsafe = self._candidates(graph)
-        if unsafe:  # the whole remedy, not a part: the report then names what keeps the model int64
-            raise RemedyRefused(f"int64 indices do not fit in int32: {', '.join(sorted(unsafe)[:5])}")
-        for value, array in chosen.items():
-            narrow = add_initializer(graph, f"{value.name}_int32", array.astype(np.int32))
-            for usage in list(value.uses()):
-                usage.node.replace_input_with(usage.idx, narrow)
-            if not value.uses() and not value.is_graph_output() and value.name in graph.initializers:
-                graph.initializers.pop(str(value.name))
+        chosen, unfit = _narrowing(model.graph)
+        if unfit and not chosen:  # nothing to convert: the report then names what keeps the model int64
+            raise RemedyRefused(f"int64 indices do not fit in int32: {', '.join(unfit[:5])}")
+        for root, (array, reached) in chosen.items():
+            _narrow(model.graph, root, array)
+            for value in reached:
+                value.dtype = ir.DataType.INT32
         return ir.passes.PassResult(model, modified=bool(chosen))
 
-    def _candidates(self, graph: ir.Graph) -> tuple[dict[ir.Value, np.ndarray], set[str]]:
-        chosen: dict[ir.Value, np.ndarray] = {}
-        unsafe: set[str] = set()
-        for value in graph.initializers.values():
-            if value.dtype != ir.DataType.INT64 or value.const_value is None or value.is_graph_input():
-                continue
-            uses = list(value.uses())
-            if not uses or not all(_index_slot(u.node, u.idx) for u in uses):
-                continue
-            array = _narrowed(value.const_value.numpy(), all(u.node.op_type == "Slice" and u.idx in (1, 2) for u in uses))
-            if array is None:
-                unsafe.add(f"'{value.name}' (used by {uses[0].node.op_type} '{uses[0].node.name}')")
-            else:
-                chosen[value] = array
-        return _whole_slices(chosen), unsafe
+    @staticmethod
+    def unfit(model: ir.Model) -> list[str]:
+        """The constants in index slots whose values do not fit int32, named with their first user."""
+        return _narrowing(model.graph)[1]
+
+    @staticmethod
+    def narrowed(model: ir.Model) -> list[str]:
+        """What the pass converts in ``model``: each constant and Cast, with its first user."""
+        return [f"{_what(root, array)} ({_user(root)})" for root, (array, _) in _narrowing(model.graph)[0].items()]
 
 
-def _index_slot(node: ir.Node, index: int) -> bool:
-    return node.domain in ("", "ai.onnx") and index in INDEX_SLOTS.get(node.op_type, ())
+_Chosen = dict[ir.Value, tuple[np.ndarray | None, list[ir.Value]]]  # root -> (its int32 array, None for a Cast; values reached)
+
+
+def _narrowing(graph: ir.Graph) -> tuple[_Chosen, list[str]]:
+    """The values to narrow (constants with their int32 arrays, Cast outputs with None; each with the pass-through
+    values it reaches) and the constants that do not fit."""
+    chosen: _Chosen = {}
+    unfit: list[str] = []
+    for root, array, fits in _roots(graph):
+        reached = _reach(root)
+        if reached is None:
+            continue
+        if not fits:
+            unfit.append(f"'{root.name}' (used by {_user(root)})")
+        else:
+            chosen[root] = (array, reached)
+    return _whole_slices(chosen), sorted(unfit)
+
+
+def _roots(graph: ir.Graph) -> Iterator[tuple[ir.Value, np.ndarray | None, bool]]:
+    """int64 constants (with their values as int32 takes them, and whether they fit) and Cast-to-int64 outputs."""
+    for value in graph.initializers.values():
+        if value.dtype == ir.DataType.INT64 and value.const_value is not None and not value.is_graph_input():
+            slices = all(u.node.op_type == "Slice" and u.idx in (1, 2) for u in value.uses())
+            array = _narrowed(value.const_value.numpy(), slices)
+            yield value, array, array is not None
+    for node in graph.all_nodes():
+        if _widening_cast(node):
+            yield node.outputs[0], None, True
+
+
+def _widening_cast(node: ir.Node) -> bool:
+    """A Cast to int64 from a type whose every value int32 holds."""
+    if node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is None:
+        return False
+    to = node.attributes.get("to")
+    return to is not None and to.as_int() == ir.DataType.INT64 and node.inputs[0].dtype in FITS_INT32
+
+
+def _reach(value: ir.Value) -> list[ir.Value] | None:
+    """The pass-through values ``value`` flows into when every use is an index slot or a pass-through op's input 0
+    (recursively); None when one is not, or when it (or one it reaches) is a graph output."""
+    uses = list(value.uses())
+    if not uses or value.is_graph_output():
+        return None
+    reached: list[ir.Value] = []
+    for usage in uses:
+        node = usage.node
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        if usage.idx in INDEX_SLOTS.get(node.op_type, ()):
+            continue
+        if node.op_type not in PASS_THROUGH or usage.idx != 0:
+            return None
+        further = _reach(node.outputs[0])
+        if further is None:
+            return None
+        reached += [node.outputs[0], *further]
+    return reached
+
+
+def _narrow(graph: ir.Graph, root: ir.Value, array: np.ndarray | None) -> None:
+    """One root to int32: a constant by an int32 copy, a Cast by casting to int32 (or going, from int32)."""
+    if array is not None:
+        narrow = add_initializer(graph, f"{root.name}_int32", array.astype(np.int32))
+        for usage in list(root.uses()):
+            usage.node.replace_input_with(usage.idx, narrow)
+        if not root.uses() and not root.is_graph_output() and root.name in graph.initializers:
+            graph.initializers.pop(str(root.name))
+        return
+    cast = root.producer()
+    assert cast is not None
+    source = cast.inputs[0]
+    assert source is not None
+    if source.dtype == ir.DataType.INT32:  # int32 -> int64 -> int32 indices: the Cast goes
+        root.replace_all_uses_with(source)
+        assert cast.graph is not None
+        cast.graph.remove(cast, safe=True)
+        return
+    cast.attributes["to"] = ir.AttrInt64("to", ir.DataType.INT32)
+    root.dtype = ir.DataType.INT32
+
+
+def _what(root: ir.Value, array: np.ndarray | None) -> str:
+    """``'idx'`` for a constant; ``Cast 'c' from int32 removed`` or ``Cast 'c' from uint8 now to int32``."""
+    cast = root.producer()
+    if array is not None or cast is None or cast.inputs[0] is None or cast.inputs[0].dtype is None:
+        return f"'{root.name}'"
+    source = cast.inputs[0].dtype
+    done = "removed" if source == ir.DataType.INT32 else "now to int32"
+    return f"Cast '{cast.name}' from {source.name.lower()} {done}"
+
+
+def _user(value: ir.Value) -> str:
+    """The first node that takes ``value`` as indices, through pass-through ops: ``Gather 'g'``."""
+    for usage in value.uses():
+        node = usage.node
+        if usage.idx in INDEX_SLOTS.get(node.op_type, ()):
+            return f"{node.op_type} '{node.name}'"
+    usage = next(iter(value.uses()))
+    return _user(usage.node.outputs[0]) if usage.node.op_type in PASS_THROUGH else f"{usage.node.op_type} '{usage.node.name}'"
 
 
 def _narrowed(values: np.ndarray, clamp: bool) -> np.ndarray | None:
@@ -577,16 +684,17 @@ def _narrowed(values: np.ndarray, clamp: bool) -> np.ndarray | None:
     return values
 
 
-def _whole_slices(chosen: dict[ir.Value, np.ndarray]) -> dict[ir.Value, np.ndarray]:
-    """``chosen`` without the constants of a Slice whose other index inputs stay int64 (one Tind per Slice)."""
+def _whole_slices(chosen: _Chosen) -> _Chosen:
+    """``chosen`` without the roots that reach a Slice whose other index inputs stay int64 (one Tind per Slice)."""
     changed = True
     while changed:
         changed = False
-        for value in list(chosen):
-            for usage in value.uses():
-                node = usage.node
-                if node.op_type == "Slice" and any(v is not None and v not in chosen for v in node.inputs[1:5]):
-                    chosen.pop(value, None)
-                    changed = True
-                    break
+        narrowed = {v for root, (_, reached) in chosen.items() for v in (root, *reached)}
+        for root, (_, reached) in list(chosen.items()):
+            ends = [root, *reached]
+            slices = [u.node for v in ends for u in v.uses() if u.node.op_type == "Slice" and u.idx in (1, 2, 3, 4)]
+            if any(v is not None and v not in narrowed for s in slices for v in s.inputs[1:5]):
+                chosen.pop(root)
+                changed = True
+                break
     return chosen

@@ -40,8 +40,9 @@ FIX_SCHEMA_VERSION = "1.0"
 @format_option("Print the fix report as text, or as JSON (schema: portable/schemas/fix.schema.json).")
 @config_option
 @click.option("--target", "targets", multiple=True, metavar="NAMES",
-              help="Target profiles to check the result against (PORT201-204); a target whose table wants int32 "
-                   "indices (nnapi) also turns on the int32-indices remedy.")
+              help="Target profiles to check the result against (PORT201-204); a target whose sources want int64 as "
+                   "int32 (nnapi, webnn) also turns on the int32-indices remedy, one whose table lacks Pad's reflect or "
+                   "edge mode (coreml, nnapi, migraphx, litert) the pad-as-slices remedy.")
 @select_option
 @ignore_option
 @quiet_option

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import onnx_ir as ir
 from onnx_ir.passes import common
@@ -20,8 +20,8 @@ from onnx_ir.passes import common
 from portable.errors import UsageError, one_line
 from portable.repair.records import Plan, Remedy, RemedyReport
 
-__all__ = ["INT32_TARGETS", "PAD_MODE_ROWS", "REMEDIES", "apply", "check_dims", "describe", "op_counts", "pad_modes",
-           "partitions", "sort_nodes"]
+__all__ = ["INT32_TARGETS", "PAD_MODE_ROWS", "REMEDIES", "TableLine", "apply", "check_dims", "describe", "int32_targets",
+           "op_counts", "pad_modes", "partitions", "says", "sort_nodes"]
 
 
 def _internalize(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
@@ -104,16 +104,65 @@ def _probed(name: str) -> Any:
     return build
 
 
-# targets whose own table asks for int32 indices, with where it says so (``fix --target NAME`` opts in)
-INT32_TARGETS: dict[str, str] = {
-    "nnapi": "nnapi_supported_ops.md, ai.onnx:Gather: \"Input indices should be constant if not int32 type.\"",
+class TableLine(NamedTuple):
+    """Where a target's profile says what a remedy answers: ``where`` is an op row (``ai.onnx:Gather``: its notes)
+    or a field of the profile (``lacks``, ``notes``), ``words`` the profile's words there, ``source`` where they
+    come from upstream."""
+
+    where: str
+    words: str
+    source: str
+
+
+# targets whose sources want int64 as int32, each with its profile's words that say so (``fix --target NAME`` opts
+# in while the profile still says them: :func:`int32_targets`; tests/repair/test_int32_indices.py holds each to its
+# profile). WebNN's table states no types; its profile says so, and the WebNN EP at the profile's commit narrows
+# int64 itself where the device lacks it (a constant beyond int32 fails the session: no fallback); WebGPU has no
+# entry: its Gather and ScatterElements kernels take int64 indices (Tind int32, int64), and the one int64 gap its
+# profile records, Range's T (float32, int32), is no index (a Range of constants is folded before).
+INT32_TARGETS: dict[str, TableLine] = {
+    "nnapi": TableLine("ai.onnx:Gather", "Input indices should be constant if not int32 type.",
+                       "tools/ci_build/github/android/nnapi_supported_ops.md, ai.onnx:Gather"),
+    "webnn": TableLine("lacks", "types: the table states none (the browser's WebNN backend decides, per device)",
+                       "js/web/docs/webnn-operators.md has no type column; the WebNN EP at the profile's commit "
+                       "(onnxruntime/core/providers/webnn/builders/helper.cc, IsDataTypeSupportedByWebNNOp): "
+                       "\"Current context doesn't support int64, but int32 is supported.\"; microsoft/onnxruntime#29756: "
+                       "int64 Cast and Reshape unsupported behind WebNN with the CPU fallback disabled"),
 }
+
+
+def int32_targets(targets: Iterable[str]) -> list[str]:
+    """The targets of :data:`INT32_TARGETS` among ``targets`` whose profile still says what their entry quotes."""
+    return [name for name in targets if name in INT32_TARGETS and says(name, INT32_TARGETS[name])]
+
+
+def says(target: str, line: TableLine) -> bool:
+    """Whether ``target``'s profile has ``line.words`` where ``line`` says (an op row's notes, or a profile field)."""
+    from portable.validators.targets.profile import load_profile
+
+    profile = load_profile(target)
+    if ":" in line.where:
+        domain, _, op = line.where.partition(":")
+        entry = profile.entry("" if domain == "ai.onnx" else domain, op)
+        return entry is not None and line.words in entry.notes
+    field: tuple[str, ...] = getattr(profile, line.where)
+    return line.words in field
 
 
 def _int32_indices(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
     from portable.exporters.remedies import Int32IndicesPass
 
-    return Int32IndicesPass() if set(plan.policy.targets) & set(INT32_TARGETS) else None
+    return Int32IndicesPass() if int32_targets(plan.policy.targets) else None
+
+
+def _int32_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """What int32-indices converted (for which targets) and each constant it left int64, why."""
+    from portable.exporters.remedies import Int32IndicesPass
+
+    done = Int32IndicesPass.narrowed(before)
+    words = [f"int64 -> int32 for {', '.join(int32_targets(plan.policy.targets))}: {', '.join(done)}"] if done else []
+    words += [f"left {name}: a value does not fit int32" for name in Int32IndicesPass.unfit(before)]
+    return "; ".join(words)
 
 
 # targets whose Pad row takes only some modes, with the row's words: ``fix --target NAME`` rewrites the others
@@ -239,7 +288,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("fold-constants", _fold_constants),
     Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
     Remedy("pad-as-slices", _pads_as_slices, detail=_pads_detail),  # opt-in (pad_modes); before int32-indices
-    Remedy("int32-indices", _int32_indices),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
+    Remedy("int32-indices", _int32_indices, detail=_int32_detail),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
     Remedy("remove-unused", _unused),
     Remedy("static-shapes", _probed("StaticShapesPass")),
     Remedy("canonical-names", _canonical_names),
