@@ -29,6 +29,7 @@ import numpy as np
 from portable.errors import InputError, UsageError
 from portable.quiet import quiet_libraries
 from portable.runners.sessions import CPU, SessionFailed, SessionSpec, session_from_onnx
+from portable.runners.step_inputs import step_feeds
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
            "generate_options", "step_feeds", "torch_generate"]
@@ -43,6 +44,7 @@ class PairFiles:
 
     prefill: Path
     decode: Path
+    quantization: dict[str, Any] | None = None  # the manifest's, for a weight-only int8 pair (judged by budgets)
 
     @classmethod
     def find(cls, path: str | Path) -> PairFiles:
@@ -62,8 +64,10 @@ class PairFiles:
     @classmethod
     def _from_manifest(cls, path: Path) -> PairFiles:
         try:
-            graphs = json.loads(path.read_text())["graphs"]
-            pair = cls(path.with_name(graphs["prefill"]["file"]), path.with_name(graphs["decode"]["file"]))
+            content = json.loads(path.read_text())
+            graphs = content["graphs"]
+            pair = cls(path.with_name(graphs["prefill"]["file"]), path.with_name(graphs["decode"]["file"]),
+                       content.get("quantization"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"not a text-generation manifest: {type(exc).__name__}: {exc}", path=str(path)) from None
         pair.check()
@@ -208,19 +212,6 @@ class PairSession:
         if prompt < 1 or tokens < 1 or max(blocks, prompt + tokens - 1) > geometry.context:
             raise UsageError(f"a prompt of {prompt} token(s) (prefill blocks of {geometry.prefill_tokens}) and "
                              f"{tokens} new token(s) do not fit a context of {geometry.context}")
-
-
-def step_feeds(context: int, ids: np.ndarray, position: int, tokens: int) -> dict[str, np.ndarray]:
-    """Either graph's step inputs for ``ids`` ``[batch, n]`` written from slot ``position``: the ids padded to
-    ``tokens``, their positions, the first slot (``cache_position``) and the mask over the context's slots
-    (1: filled, the new tokens included; the padded slots stay 0, so the causal mask hides them)."""
-    batch, count = ids.shape
-    padded = np.zeros((batch, tokens), np.int64)
-    padded[:, :count] = ids
-    return {"input_ids": padded,
-            "position_ids": np.broadcast_to(np.arange(position, position + tokens, dtype=np.int64), (batch, tokens)),
-            "cache_position": np.full((batch, 1), position, np.int64),
-            "attention_mask": np.broadcast_to((np.arange(context) < position + count).astype(np.int64), (batch, context))}
 
 
 class _Loop:

@@ -141,9 +141,12 @@ class GenerationReport:
     setup: dict[str, Any] = field(default_factory=dict)
     texts: dict[str, str] | None = None  # decoded by the model's tokenizer: the prompt and each side's new text
     teacher_forced: TeacherForced | None = None  # over a real text (runners/teacher_forced.py)
+    judged_by: str = "identity"  # "budgets": a weight-only pair, judged by the teacher-forced budgets alone
 
     @property
     def passed(self) -> bool:
+        if self.judged_by == "budgets":
+            return self.teacher_forced is not None and self.teacher_forced.passed
         forced = self.teacher_forced is None or self.teacher_forced.passed
         return bool(self.comparisons) and all(c.passed for c in self.comparisons) and forced
 
@@ -158,6 +161,12 @@ class GenerationReport:
         return (f"degenerate generation: {self.distinct_tokens} distinct token(s), smallest logits spread "
                 f"{self.logits_spread:.3g}: token identity proves little (give the model weights whose logits vary)",)
 
+    def greedy_agreement(self) -> dict[str, float]:
+        """Per reference: the share of greedy steps before the first token that differs (1.0: all identical)."""
+        steps = len(self.tokens[0]) if self.tokens else 0
+        return {c.reference: (1.0 if c.first_token_mismatch is None else c.first_token_mismatch / steps)
+                for c in self.comparisons if c.error is None and steps}
+
     def message(self) -> str:
         said = [c.message() for c in self.comparisons] + ([self.teacher_forced.message()] if self.teacher_forced else [])
         return "; ".join(said) or "no reference ran"
@@ -169,6 +178,7 @@ class GenerationReport:
                 "distinct_tokens": self.distinct_tokens, "logits_spread": self.logits_spread,
                 "warnings": list(self.warnings), "latency": self.latency, "setup": self.setup, "texts": self.texts,
                 "teacher_forced": self.teacher_forced.to_dict() if self.teacher_forced else None,
+                "judged_by": self.judged_by, "greedy_agreement": self.greedy_agreement(),
                 "message": self.message()}
 
 
@@ -193,7 +203,7 @@ def render_text(report: GenerationReport) -> str:
              f"{setup.get('prefill_tokens')}",
              f"onnxruntime tokens: {list(report.tokens[0]) if report.tokens else []}"]
     for comparison in report.comparisons:
-        mark = "PASS" if comparison.passed else "FAIL"
+        mark = ("PASS" if comparison.passed else "FAIL") if report.judged_by == "identity" else "INFO"
         lines.append(f"{mark} {comparison.message()}")
         if comparison.max_abs_per_step:
             lines.append("  max |logits diff| per step: " + " ".join(f"{d:.2g}" for d in comparison.max_abs_per_step))

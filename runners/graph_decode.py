@@ -20,6 +20,7 @@ import numpy as np
 
 from portable.errors import InputError, UsageError, one_line
 from portable.runners.sessions import SessionSpec, session_from_onnx
+from portable.runners.step_inputs import step_feeds
 
 __all__ = ["GraphDecode"]
 
@@ -31,8 +32,6 @@ class GraphDecode:
 
     def __init__(self, path: Path, spec: SessionSpec, geometry: Any, batch: int) -> None:
         import onnxruntime as ort
-
-        from portable.runners.generation import step_feeds
 
         self.path = path
         options = {**spec.provider_options, "enable_cuda_graph": "1"}
@@ -80,8 +79,6 @@ class GraphDecode:
 
     def run(self, ids: np.ndarray, position: int, current: list[Any]) -> None:
         """One decode step of ``ids`` ``[batch, 1]`` at ``position`` from the cache set ``current``."""
-        from portable.runners.generation import step_feeds
-
         for name, value in step_feeds(self.context, ids, position, 1).items():
             self.inputs[name].update_inplace(np.ascontiguousarray(value))
         binding, options = self.bindings[0 if current is self.cache[0] else 1]

@@ -67,6 +67,10 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
              "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note, "device": device,
              "cuda_graph": cuda_graph}
     report = _report(files, prompt, ours, comparisons, latency, setup)
+    if files.quantization:  # a weight-only pair: its logits move by design, the text's budgets judge it
+        if text is None or text.teacher is None:
+            raise UsageError("a weight-only pair is judged by budgets on real text: give --text FILE (docs/llm.md)")
+        report = replace(report, judged_by="budgets")
     return _with_text(report, session, model, text, say) if text is not None else report
 
 
@@ -111,11 +115,11 @@ class Text:
     prompt: np.ndarray | None = None
     teacher: np.ndarray | None = None
     decode: Callable[[Sequence[int]], str] | None = None
-    budgets: Budgets = Budgets()
+    budgets: tuple[float | None, float | None, float | None] = (None, None, None)  # as given; None: the default
 
 
 def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | None,
-             budgets: Budgets | None = None) -> Text | None:
+             budgets: tuple[float | None, float | None, float | None] = (None, None, None)) -> Text | None:
     """``--prompt``'s and ``--text``'s token ids by the model's own tokenizer (``portable.spec.load_tokenizer``),
     or None when neither is given."""
     if prompt is None and text_file is None:
@@ -130,7 +134,7 @@ def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | 
     if teacher is not None and teacher.shape[1] < 2:
         raise UsageError(f"--text {text_file}: fewer than 2 tokens, nothing to score")
     return Text(ids(prompt) if prompt is not None else None, teacher, lambda t: str(tokenizer.decode(list(t))),
-                budgets or Budgets())
+                budgets)
 
 
 def _prompt(session: PairSession, model: Any, tokens: int, length: int | None, seed: int, text: Text | None) -> np.ndarray:
@@ -153,7 +157,7 @@ def _with_text(report: GenerationReport, session: PairSession, model: Any, text:
     forced = None
     if text.teacher is not None:
         say(f"teacher forcing over {text.teacher.shape[1]} tokens of text (ONNX Runtime and PyTorch)")
-        forced = teacher_forced(session, model, text.teacher, text.budgets)
+        forced = teacher_forced(session, model, text.teacher, Budgets.of(report.judged_by == "budgets", *text.budgets))
     return replace(report, texts=texts, teacher_forced=forced)
 
 

@@ -184,12 +184,15 @@ def _write_markdown(report: Any, path: str) -> None:
 @click.option("--text", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
               help="text-generation: also score this text by teacher forcing (windows of the context): per-token "
                    "log-prob difference, top-1 agreement and perplexity, ONNX Runtime against PyTorch.")
-@click.option("--min-top1", type=click.FloatRange(0, 1), default=0.99, show_default=True,
-              help="text-generation, --text: budget: the share of positions whose top-1 token agrees.")
-@click.option("--max-ppl-ratio", type=click.FloatRange(min=1), default=1.01, show_default=True,
-              help="text-generation, --text: budget: ONNX Runtime's perplexity over PyTorch's.")
-@click.option("--max-logprob-diff", type=click.FloatRange(min=0), default=0.01, show_default=True,
-              help="text-generation, --text: budget: the largest |log-prob difference| of a token, in nats (inf: none).")
+@click.option("--min-top1", type=click.FloatRange(0, 1), default=None,
+              help="text-generation, --text: budget: the share of positions whose top-1 token agrees. Default 0.99 "
+                   "(a weight-only pair: 0.95).")
+@click.option("--max-ppl-ratio", type=click.FloatRange(min=0), default=None,
+              help="text-generation, --text: budget: ONNX Runtime's perplexity over PyTorch's. Default 1.01 "
+                   "(a weight-only pair: 1.05).")
+@click.option("--max-logprob-diff", type=click.FloatRange(min=0), default=None,
+              help="text-generation, --text: budget: the largest |log-prob difference| of a token, in nats. Default "
+                   "0.01 (a weight-only pair: none).")
 @_shared
 def compare(**params: Any) -> None:
     """Compare MODEL in ONNX Runtime with eager and compiled PyTorch: parity, then latency.

@@ -89,6 +89,10 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--warmup-max-ms", default=10000.0, show_default=True, type=click.FloatRange(min=0),
               help="Most warm-up per model (it goes on until the model is steady; the report says if it was).")
 @click.option("--no-per-node", is_flag=True, help="Skip the per-node error analysis.")
+@click.option("--weight-only", is_flag=True,
+              help="A text-generation pair (MODEL: NAME.textgen.json, -o NAME-w8): MatMul and Gather weights as int8 "
+                   "behind a per-channel DequantizeLinear, activations float; judge it with compare --task "
+                   "text-generation --text FILE (docs/llm.md).")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @format_option("Print the quantize report as text, or as JSON (schema: portable/schemas/quantize.schema.json).")
 @config_option
@@ -108,6 +112,8 @@ def quantize(**params: Any) -> None:
     from portable.quantization.result import QuantizeFailed
 
     options = QuantizeOptions(**params)
+    if options.weight_only or options.model.endswith(".textgen.json"):
+        _weight_only(options)
     arguments = options.arguments()
     check_writable(options.output)  # before the model is read or calibrated
     try:
@@ -151,6 +157,7 @@ class QuantizeOptions:
     duration_ms: float
     warmup_max_ms: float
     no_per_node: bool
+    weight_only: bool
     force: bool
     fmt: str
     config: str | None
@@ -175,6 +182,27 @@ class QuantizeOptions:
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
+
+
+def _weight_only(o: QuantizeOptions) -> None:
+    """``--weight-only`` on a pair: written (exit 0) or refused; calibration and budgets do not apply to it."""
+    from portable.quantization.weight_only import quantize_pair
+
+    if not o.weight_only:
+        raise UsageError(f"{o.model}: a text-generation pair is quantized weight-only here: add --weight-only")
+    if o.calibration or o.eval_data or o.min_sqnr or o.max_top1_drop or o.target:
+        raise UsageError("--weight-only takes no --calibration, --eval, --target or budgets: the pair is judged "
+                         "afterwards by compare --task text-generation --text FILE")
+    result = quantize_pair(o.model, o.output, force=o.force)
+    if o.fmt == "json":
+        click.echo(json.dumps({"schema_version": QUANTIZE_SCHEMA_VERSION, "exit_code": 0, "weight_only": result.to_dict()},
+                              indent=2))
+    elif not o.quiet:
+        click.echo(f"wrote {result.files[0]} and {result.files[1]} (int8 weights, {result.quantized} per graph): "
+                   f"{result.bytes_before / 1e6:.1f} MB -> {result.bytes_after / 1e6:.1f} MB; manifest {result.manifest}; "
+                   "judge it: portable compare " + str(result.manifest) + " --reference SPEC --task text-generation "
+                   "--text FILE")
+    raise click.exceptions.Exit(0)
 
 
 def _target_name(target: str | None) -> str | None:

@@ -111,9 +111,9 @@ class TextGenCompareOptions(CompareCommon):
     prompt_length: int | None
     prompt: str | None
     text: str | None
-    min_top1: float
-    max_ppl_ratio: float
-    max_logprob_diff: float
+    min_top1: float | None
+    max_ppl_ratio: float | None
+    max_logprob_diff: float | None
     device: str | None
     providers: str | None
     no_compile: bool
@@ -132,10 +132,8 @@ class TextGenCompareOptions(CompareCommon):
             raise UsageError(f"--ep {ep}: --task text-generation on a {device} device runs on {' or '.join(wanted)}")
         return device == "cuda" and (ep or "cuda-graph") == "cuda-graph"
 
-    def budgets(self) -> Any:
-        from portable.runners.teacher_forced import Budgets
-
-        return Budgets(self.min_top1, self.max_ppl_ratio, self.max_logprob_diff)
+    def budgets(self) -> tuple[float | None, float | None, float | None]:
+        return self.min_top1, self.max_ppl_ratio, self.max_logprob_diff
 
 
 def compare_text_generation(o: TextGenCompareOptions) -> None:

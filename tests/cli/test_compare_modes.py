@@ -67,7 +67,8 @@ def _refused(result) -> str:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--runtime", "ort", "--ep", "cpu"],
-     "--ep: an option of compare (ONNX Runtime against PyTorch), not of compare --runtime"),
+     "--ep: an option of compare (ONNX Runtime against PyTorch) and compare --task text-generation, not of "
+     "compare --runtime"),
     (["--runtime", "ort", "--compile-mode", "default"],  # given at its default is given
      "--compile-mode: an option of compare (ONNX Runtime against PyTorch), not of compare --runtime"),
     (["--runtime", "ort", "--no-latency", "--iterations", "3"],
@@ -78,8 +79,8 @@ def _refused(result) -> str:
     (["--reference", NOWHERE, "--tokens", "4", "--reference-cap", "5"],
      "--reference-cap: an option of compare --runtime, not of compare (ONNX Runtime against PyTorch); "
      "--tokens: an option of compare --task text-generation, not of compare (ONNX Runtime against PyTorch)"),
-    (["--reference", NOWHERE, "--task", "text-generation", "--ep", "cuda", "--batch", "2"],
-     "--ep: an option of compare (ONNX Runtime against PyTorch), not of compare --task text-generation; "
+    (["--reference", NOWHERE, "--task", "text-generation", "--tf32", "--batch", "2"],
+     "--tf32: an option of compare (ONNX Runtime against PyTorch), not of compare --task text-generation; "
      "--batch: an option of compare (ONNX Runtime against PyTorch) and compare --runtime, not of compare --task "
      "text-generation"),
 ])

@@ -172,3 +172,70 @@ def test_the_tokenizer_beside_the_model_reads_real_text(smol):
     ours = PairSession(PairFiles.find(result.manifest_path)).generate(ids, 8)
     comparison = compare_traces(ours, torch_generate(model, ids, 8), Tolerance(1e-4, 1e-3))
     assert comparison.passed, comparison.message()
+
+
+@pytest.fixture(scope="module")
+def smol_w8(smol, tmp_path_factory, cli):
+    """The weight-only int8 pair of the trained pair (``portable quantize NAME.textgen.json --weight-only``)."""
+    import json
+
+    result, _ = smol
+    out = tmp_path_factory.mktemp("smollm2-w8") / "smol-w8"
+    run = cli("quantize", str(result.manifest_path), "-o", str(out), "--weight-only", "--format", "json")
+    assert run.exit_code == 0, run.output[-2000:]
+    return json.loads(run.stdout)["weight_only"]
+
+
+def test_the_weight_only_pair_is_a_quarter_of_the_size_and_portable(smol, smol_w8):
+    import json
+
+    import onnx
+
+    result, _ = smol
+    assert smol_w8["bytes_after"] < smol_w8["bytes_before"] / 3.5 and smol_w8["quantized_initializers"] == 9
+    manifest = json.loads(open(smol_w8["manifest"]).read())
+    assert manifest["quantization"]["source_weights_fingerprint"] == result.weights_fingerprint
+    assert manifest["weights_fingerprint"] != result.weights_fingerprint and manifest["proof"] is None
+    for path in smol_w8["files"]:
+        model = onnx.load(path)
+        assert {n.domain for n in model.graph.node} == {""} and model.opset_import[0].version == 18
+        int8 = [i for i in model.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+        assert len(int8) == 9 and sum(n.op_type == "DequantizeLinear" for n in model.graph.node) == 9
+
+
+def _compare_w8(cli, manifest, *args):
+    import json
+
+    run = cli("compare", manifest, "--reference", f"{SPEC}:first_layers", "--task", "text-generation", "--tokens", "6",
+              "--no-compile", "--no-latency", "--format", "json", *args)
+    return run, (json.loads(run.stdout) if run.stdout.strip() else {})
+
+
+def test_the_weight_only_pair_is_judged_by_budgets_on_real_text(smol_w8, cli):
+    run, data = _compare_w8(cli, smol_w8["manifest"], "--text", str(README))
+    assert run.exit_code == 0 == data["exit_code"] and data["judged_by"] == "budgets", run.stderr[-2000:]
+    forced = data["teacher_forced"]
+    assert forced["passed"] and forced["top1_agreement"] >= 0.95 and forced["budgets"]["max_logprob_diff"] is None
+    assert forced["max_abs_logprob"] > 0.01  # int8 weights move the log-probs: identity would refuse it
+    assert set(data["greedy_agreement"]) == {"torch-eager"}
+    run, _ = _compare_w8(cli, smol_w8["manifest"], "--text", str(README), "--min-top1", "0.999")
+    assert run.exit_code == 1  # the budget decides
+    run, _ = _compare_w8(cli, smol_w8["manifest"])
+    assert run.exit_code == 2 and "--text" in run.output
+
+
+def test_a_weight_only_pair_with_a_wrong_scale_fails_its_budgets(smol_w8, cli, tmp_path):
+    import shutil
+
+    import onnx
+    from onnx import numpy_helper
+
+    for path in smol_w8["files"]:
+        model = onnx.load(path)
+        for index, init in enumerate(model.graph.initializer):
+            if init.name.endswith("_scale") and init.dims[0] == 3072:  # the MLPs' gate/up projections' scales
+                model.graph.initializer[index].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 2, init.name))
+        onnx.save(model, tmp_path / path.split("/")[-1])
+    shutil.copy(smol_w8["manifest"], tmp_path / "broken.textgen.json")  # its graphs' names: the copies beside it
+    run, data = _compare_w8(cli, str(tmp_path / "broken.textgen.json"), "--text", str(README))
+    assert run.exit_code == 1 and not data["teacher_forced"]["passed"], run.stderr[-2000:]
