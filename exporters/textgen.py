@@ -107,7 +107,7 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
 
     plan = _Plan(PairTargets.of(output), context, prefill, parse_batch(batch), precision,
                  (policy or load_policy()), tokens)
-    _check(plan, force, verify)
+    _check(plan, force, verify, text)
     phases = phases or Phases(quiet)
     step = _step(model, plan)
     with staging(plan.targets) as folder, eval_mode(model):
@@ -128,11 +128,19 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
                          str(reports[0].model["weights_fingerprint"]), proof, manifest)
 
 
-def _check(plan: _Plan, force: bool, verify: bool) -> None:
+def _check(plan: _Plan, force: bool, verify: bool, text: Any = None) -> None:
     if plan.prefill < 1 or plan.context <= plan.prefill:
         raise UsageError(f"--prefill {plan.prefill} --context {plan.context}: need 1 <= P < C")
+    if plan.precision == "bf16":  # checked before the export, not after it
+        raise UsageError("--precision bf16 --task text-generation: such a pair cannot be proven here: ONNX Runtime's CPU "
+                         "provider has no bfloat16 kernel for Mul (among others), and the host loop cannot hold a "
+                         "bfloat16 cache (numpy has no such type); use --precision fp16")
     if verify and not 1 <= plan.tokens < plan.context:
         raise UsageError(f"--tokens {plan.tokens}: the proof generates 1 to C - 1 = {plan.context - 1} tokens")
+    prompt = None if text is None or text.prompt is None else int(text.prompt.shape[1])
+    if verify and prompt is not None and max(-(-prompt // plan.prefill) * plan.prefill, prompt + plan.tokens - 1) > plan.context:
+        raise UsageError(f"--prompt: its {prompt} token(s) (prefill blocks of {plan.prefill}) and the proof's {plan.tokens} "
+                         f"new token(s) do not fit a context of {plan.context}: a shorter prompt, or a larger --context")
     plan.targets.check(force)
 
 

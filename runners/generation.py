@@ -102,6 +102,9 @@ class PairGeometry:
         decode_ids = next((i.shape for i in decode.get_inputs() if i.name == "input_ids"), None)
         if decode_ids is None or decode_ids[1] != 1:
             raise InputError(f"the decode graph's input_ids are {decode_ids}, not [batch, 1]")
+        if first.type not in _NUMPY:  # bfloat16: numpy has no such type, so the host loop cannot hold its cache
+            raise UsageError(f"the pair's cache is {first.type}: the host loop runs float32, float16 and float64 pairs "
+                             "(numpy has no bfloat16); export with --precision fp16")
         return cls(ids[0] if isinstance(ids[0], int) else None, int(inputs["attention_mask"].shape[1]), int(ids[1]),
                    tuple(i.name for i in cache), tuple(int(d) for d in first.shape[1:]), _NUMPY[first.type])
 
@@ -161,6 +164,9 @@ class PairSession:
         if cuda_graph and (device != "cuda" or self.spec.provider != "CUDAExecutionProvider"):
             raise UsageError("CUDA graphs need the pair on the CUDA provider (device cuda)")
         self.cuda_graph = cuda_graph
+        if files.quantization:  # weight-only int8: ORT keeps a DequantizeLinear for its QDQ fusions, dequantizing every
+            # call; with those off it folds each into a float initializer at load (the file stays int8)
+            self.spec = self.spec.with_(config_entries={**self.spec.config_entries, "session.disable_quant_qdq": "1"})
         self.prefill = _session(files.prefill, "prefill", self.spec)
         self.decode = _session(files.decode, "decode", self.spec)
         self.geometry = PairGeometry.of(self.prefill, self.decode)

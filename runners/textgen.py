@@ -129,12 +129,21 @@ def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | 
     if prompt is not None and not prompt.strip():
         raise UsageError("--prompt: the text is empty")
     tokenizer = load_tokenizer(spec, model)
+    _check_vocabulary(tokenizer, model, spec)
     ids = lambda words: np.array([tokenizer(words)["input_ids"]], np.int64)  # noqa: E731
     teacher = ids(Path(text_file).read_text(encoding="utf-8")) if text_file else None
     if teacher is not None and teacher.shape[1] < 2:
         raise UsageError(f"--text {text_file}: fewer than 2 tokens, nothing to score")
     return Text(ids(prompt) if prompt is not None else None, teacher, lambda t: str(tokenizer.decode(list(t))),
                 budgets)
+
+
+def _check_vocabulary(tokenizer: Any, model: Any, spec: str) -> None:
+    """A tokenizer whose ids the model has no row for is another model's: a usage error before any work."""
+    size, vocab = len(tokenizer), _vocab(model)
+    if size > vocab:
+        raise UsageError(f"the tokenizer of {spec} has {size} tokens and the model {vocab}: it is not this model's "
+                         "tokenizer (its ids would index past the embedding)")
 
 
 def _prompt(session: PairSession, model: Any, tokens: int, length: int | None, seed: int, text: Text | None) -> np.ndarray:

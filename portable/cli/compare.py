@@ -186,7 +186,7 @@ def _write_markdown(report: Any, path: str) -> None:
                    "log-prob difference, top-1 agreement and perplexity, ONNX Runtime against PyTorch.")
 @click.option("--min-top1", type=click.FloatRange(0, 1), default=None,
               help="text-generation, --text: budget: the share of positions whose top-1 token agrees. Default 0.99 "
-                   "(a weight-only pair: 0.95).")
+                   "(a weight-only pair: 0.90).")
 @click.option("--max-ppl-ratio", type=click.FloatRange(min=0), default=None,
               help="text-generation, --text: budget: ONNX Runtime's perplexity over PyTorch's. Default 1.01 "
                    "(a weight-only pair: 1.05).")

@@ -215,7 +215,7 @@ def test_the_weight_only_pair_is_judged_by_budgets_on_real_text(smol_w8, cli):
     run, data = _compare_w8(cli, smol_w8["manifest"], "--text", str(README))
     assert run.exit_code == 0 == data["exit_code"] and data["judged_by"] == "budgets", run.stderr[-2000:]
     forced = data["teacher_forced"]
-    assert forced["passed"] and forced["top1_agreement"] >= 0.95 and forced["budgets"]["max_logprob_diff"] is None
+    assert forced["passed"] and forced["top1_agreement"] >= 0.9 and forced["budgets"]["max_logprob_diff"] is None
     assert forced["max_abs_logprob"] > 0.01  # int8 weights move the log-probs: identity would refuse it
     assert set(data["greedy_agreement"]) == {"torch-eager"}
     run, _ = _compare_w8(cli, smol_w8["manifest"], "--text", str(README), "--min-top1", "0.999")
@@ -239,3 +239,31 @@ def test_a_weight_only_pair_with_a_wrong_scale_fails_its_budgets(smol_w8, cli, t
     shutil.copy(smol_w8["manifest"], tmp_path / "broken.textgen.json")  # its graphs' names: the copies beside it
     run, data = _compare_w8(cli, str(tmp_path / "broken.textgen.json"), "--text", str(README))
     assert run.exit_code == 1 and not data["teacher_forced"]["passed"], run.stderr[-2000:]
+
+
+def test_another_models_tokenizer_is_a_usage_error_before_any_work(tmp_path, tiny_llm_pair, cli):
+    """A SPEC whose tokenizer() is SmolLM2's (49,152 tokens) beside a model of 512: exit 2, nothing run."""
+    result, _ = tiny_llm_pair
+    spec = tmp_path / "mismatch.py"
+    spec.write_text("import importlib.util\n"
+                    f"_s = importlib.util.spec_from_file_location('smol_fixture', {SPEC!r})\n"
+                    "_m = importlib.util.module_from_spec(_s)\n_s.loader.exec_module(_m)\n"
+                    f"_t = importlib.util.spec_from_file_location('tiny_fixture', {str(FIXTURES / 'models' / 'tiny_llm.py')!r})\n"
+                    "_n = importlib.util.module_from_spec(_t)\n_t.loader.exec_module(_n)\n"
+                    "def model():\n    return _n.build('llama')\n"
+                    "def tokenizer():\n    return _m.tokenizer()\n")
+    run = cli("compare", str(result.manifest_path), "--reference", f"{spec}:model", "--task", "text-generation",
+              "--prompt", PROMPT, "--no-compile", "--no-latency")
+    assert run.exit_code == 2 and "49152 tokens and the model 512" in run.output, run.output
+
+
+def test_an_empty_prompt_a_prompt_over_the_context_and_a_bf16_pair_are_refused_before_the_export(tmp_path, cli):
+    out = tmp_path / "x"
+    run = cli("export", f"{SPEC}:first_layers", "--task", "text-generation", "-o", str(out), "--prompt", " ")
+    assert run.exit_code == 2 and "--prompt: the text is empty" in run.output
+    run = cli("export", f"{SPEC}:first_layers", "--task", "text-generation", "-o", str(out), "--context", "16",
+              "--prefill", "8", "--tokens", "8", "--prompt", PROMPT + " " + PROMPT)
+    assert run.exit_code == 2 and "do not fit a context of 16" in run.output, run.output
+    run = cli("export", f"{SPEC}:first_layers", "--task", "text-generation", "-o", str(out), "--precision", "bf16")
+    assert run.exit_code == 2 and "use --precision fp16" in run.output
+    assert not list(tmp_path.iterdir())
