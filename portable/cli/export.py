@@ -159,10 +159,9 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
         from portable.runners.tolerances import parse_overrides
 
         policy = policy_from_options(config, select, ignore, strict)
-        if task != "text-generation":
-            from portable.cli.textgen import refuse_outside_text_generation
+        from portable.cli.textgen import EXPORT_MODES
 
-            refuse_outside_text_generation()
+        EXPORT_MODES.refuse_others(click.get_current_context(), task)
         check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
         specs = [parse_input(i) for i in inputs]
         tolerances = parse_overrides(atol, rtol)

@@ -14,6 +14,7 @@ import click
 from portable.cli.options import (
     EXPORT_SCHEMA_VERSION,
     CompareCommon,
+    ModeTable,
     check_outputs,
     emit,
     load_reference,
@@ -22,8 +23,8 @@ from portable.cli.options import (
 )
 from portable.errors import UsageError
 
-__all__ = ["EXPORT_TEXTGEN_ONLY", "TASKS", "TextGenCompareOptions", "compare_text_generation", "export_text_generation",
-           "refuse_outside_text_generation", "task_option"]
+__all__ = ["EXPORT_MODES", "TASKS", "TextGenCompareOptions", "compare_text_generation", "export_text_generation",
+           "task_option"]
 
 TASKS = ("model", "text-generation")
 task_option = click.option("--task", type=click.Choice(TASKS), default="model", show_default=True,
@@ -37,17 +38,13 @@ def _given(*names: str) -> list[str]:
     return [n for n in names if ctx.get_parameter_source(n) not in (None, click.core.ParameterSource.DEFAULT)]
 
 
-# export's options that belong to --task text-generation alone: given without it they are refused, not ignored
-EXPORT_TEXTGEN_ONLY = ("context", "prefill", "tokens", "prompt")
-
-
-def refuse_outside_text_generation(names: tuple[str, ...] = EXPORT_TEXTGEN_ONLY) -> None:
-    """A usage error naming each of ``names`` the user set on a command not run with --task text-generation."""
-    given = set(_given(*names))
-    if given:
-        params = click.get_current_context().command.params
-        flags = ", ".join(p.opts[0] for p in params if p.name in given)
-        raise UsageError(f"{flags}: only with --task text-generation (docs/llm.md); without it nothing would use it")
+# export's modes (``--task``): each option that belongs to one is refused in the other, not ignored
+EXPORT_MODES = ModeTable(
+    labels={"model": "export", "text-generation": "export --task text-generation"},
+    homes={"context": frozenset({"text-generation"}), "prefill": frozenset({"text-generation"}),
+           "tokens": frozenset({"text-generation"}), "prompt": frozenset({"text-generation"}),
+           "inputs": frozenset({"model"})},  # the graphs' inputs are the step's
+)
 
 
 def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], batch: str, precision: str,
@@ -60,8 +57,6 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
     from portable.exporters.textgen import export_text_generation_spec
     from portable.progress import Phases
 
-    if inputs:
-        raise UsageError("-i/--input: not used with --task text-generation (the graphs' inputs are the step's)")
     size = parse_batch(batch) if _given("batch") else 1  # a fixed batch of 1 unless asked
     try:
         result = export_text_generation_spec(spec, output, weights=weights, phases=Phases(quiet or fmt != "text"),

@@ -133,5 +133,14 @@ def test_an_unknown_target_is_one_line_with_did_you_mean(cli, cnn, tmp_path):
 def test_export_refuses_text_generation_options_without_the_task(cli, tmp_path):
     out = tmp_path / "cnn.onnx"
     result = cli("export", f"{ROOT}/fixtures/models/cnn.py:build", "-o", str(out), "--context", "64", "--tokens", "4")
-    assert result.exit_code == 2 and "--context, --tokens: only with --task text-generation" in result.stderr
+    assert result.exit_code == 2 and "--context, --tokens: options of export --task text-generation, not of export" \
+        in result.stderr
     assert not out.exists()
+
+
+def test_export_refuses_an_input_shape_with_the_text_generation_task(cli, tmp_path):
+    out = tmp_path / "lm"
+    result = cli("export", f"{ROOT}/fixtures/models/tiny_llm.py:llama", "--task", "text-generation", "-o", str(out),
+                 "-i", "input_ids=1x8:int64")
+    assert result.exit_code == 2 and "--input: an option of export, not of export --task text-generation" in result.stderr
+    assert not list(tmp_path.iterdir())
