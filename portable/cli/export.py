@@ -12,12 +12,14 @@ import click
 from portable.cli.options import (
     EXPORT_SCHEMA_VERSION,
     config_options,
+    findings_format_option,
+    format_option,
     policy_from_options,
     quiet_option,
     tolerance_options,
 )
 from portable.cli.textgen import task_option
-from portable.formatters import FORMATS, get_formatter
+from portable.formatters import get_formatter
 from portable.io import check_writable
 
 __all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
@@ -28,12 +30,9 @@ input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="N
                                  "example input's, else float32). Default: the SPEC's example inputs.")
 batch_option = click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
                             help="dynamic: dim 0 of every input and output is the symbol 'batch'; N: fully static.")
-format_option = click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
-                             help="How to print the findings.")
 # export's result is more than findings (the file written, verify's parity): text or JSON only, so that
 # a SARIF or JUnit document never reads as clean when verify refused the export.
-export_format_option = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                                    show_default=True, help="How to print the result (JSON: one shape, written or refused).")
+export_format_option = format_option("How to print the result (JSON: one shape, written or refused).")
 
 
 def _debug() -> bool:
@@ -210,7 +209,7 @@ def _export_graph(spec: str, output: str, specs: list[Any], *, batch: str, fmt: 
               help="Also run torch._dynamo.explain for graph breaks (PORT102).")
 @click.option("--translate/--no-translate", default=True, show_default=True,
               help="Also run torch.onnx's decomposition and translation of the captured program (PORT104).")
-@format_option
+@findings_format_option()
 @config_options
 def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None, graph_breaks: bool,
              translate: bool, fmt: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from portable._version import __version__
-from portable.cli.options import config_options, policy_from_options
+from portable.cli.options import config_options, format_option, policy_from_options
 from portable.errors import ExitCode
 from portable.report import REPORT_SCHEMA_VERSION
 
@@ -51,7 +51,7 @@ def _text(summary: ModelSummary) -> str:
 @click.command()
 @click.argument("model", type=click.Path())
 @config_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("Print what MODEL holds as text, or as JSON.")
 def inspect(model: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...], strict: bool,
             fmt: str) -> None:
     """Show what MODEL holds: inputs and outputs, op counts, initializers, opset, IR, producer, and the

@@ -78,6 +78,14 @@ def format_option(help_text: str = "Print the report as text, or as JSON.") -> C
                         help=help_text)
 
 
+def findings_format_option(help_text: str = "How to print the findings.") -> Callable[[F], F]:
+    """``--format`` over every findings formatter (text, json, sarif, junit, github, gitlab, concise)."""
+    from portable.formatters import FORMATS
+
+    return click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
+                        help=help_text)
+
+
 def policy_from_options(config: str | None, select: tuple[str, ...] = (), ignore: tuple[str, ...] = (),
                         strict: bool = False, ort: bool = False) -> Policy:
     """The policy from the config file plus command-line overrides."""

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import click
 
 from portable.baseline import Baseline, BaselineEntry
-from portable.cli.options import config_options, output_option, policy_from_options
+from portable.cli.options import config_options, findings_format_option, output_option, policy_from_options
 from portable.discovery import collect_models
 from portable.errors import ExitCode, UsageError
 from portable.formatters import FORMATS, get_formatter
@@ -113,8 +113,7 @@ def _check_usage(anything: bool, baseline: str | None, write_baseline: str | Non
                    "partial also one they list with a restriction in words (the report's per-target counts).")
 @click.option("--live", is_flag=True,
               help="With --target: also ask the runtimes installed here (ONNX Runtime CPU and CUDA, OpenVINO, tract).")
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
-              help="Report format.")
+@findings_format_option("Report format.")
 @output_option
 @click.option("--report", "extra", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _parse_reports(v),
               help="Also write the report in FORMAT to FILE (repeatable), e.g. sarif=portable.sarif.")

@@ -36,3 +36,26 @@ def test_a_long_function_is_named_and_one_of_40_lines_is_not():
     fits = "def fits():\n" + "\n".join(f"    x{i} = {i}" for i in range(39)) + "\n"
     assert long_functions(fits, "m.py") == []
     assert long_functions(fits, "m.py", limit=39) == ["m.py:1 fits: 40 lines"]
+
+
+SHARED = ("--format", "--config", "--select", "--ignore")  # declared once, in portable/cli/options.py
+OWN_WORDS = {("rules.py", "--format")}  # `rules --format text|markdown`: a listing, not a report
+
+
+def restated_options(source: str, name: str) -> list[str]:
+    """``NAME:LINE --flag`` for each ``click.option("--flag", ...)`` of a shared option declared outside options.py."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in SHARED
+                and (name.split("/")[-1], node.args[0].value) not in OWN_WORDS):
+            found.append(f"{name}:{node.lineno} {node.args[0].value}")
+    return found
+
+
+def test_the_shared_options_are_declared_once():
+    found = [line for path in sorted(CLI.rglob("*.py")) if path.name != "options.py"
+             for line in restated_options(path.read_text(), str(path.relative_to(ROOT)))]
+    assert found == [], "use portable/cli/options.py's decorator: " + "; ".join(found)
+    bad = 'import click\n@click.option("--format", "fmt")\ndef f(fmt): ...\n'
+    assert restated_options(bad, "portable/cli/x.py") == ["portable/cli/x.py:2 --format"]
