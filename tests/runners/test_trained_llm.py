@@ -267,3 +267,16 @@ def test_an_empty_prompt_a_prompt_over_the_context_and_a_bf16_pair_are_refused_b
     run = cli("export", f"{SPEC}:first_layers", "--task", "text-generation", "-o", str(out), "--precision", "bf16")
     assert run.exit_code == 2 and "use --precision fp16" in run.output
     assert not list(tmp_path.iterdir())
+
+
+def test_an_fp16_pair_of_the_trained_layers_is_proven_at_half_the_size(smol, tmp_path):
+    """``--precision fp16``: the export proves the pair against the model in fp16, at fp16's tolerance."""
+    from portable.exporters.textgen import export_text_generation_spec
+
+    result, _ = smol
+    half = export_text_generation_spec(f"{SPEC}:first_layers", tmp_path / "smol16", context=96, prefill=32, tokens=16,
+                                       precision="fp16", prompt=PROMPT)
+    proof = half.proof.to_dict()
+    assert proof["passed"] and proof["texts"]["onnxruntime"] == proof["texts"]["torch-eager"], half.proof.message()
+    size = lambda r: r.prefill.path.stat().st_size + r.decode.path.stat().st_size  # noqa: E731
+    assert size(half) < 0.51 * size(result) and half.manifest["precision"] == "fp16"
