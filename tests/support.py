@@ -49,3 +49,20 @@ def tiny_llm():
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+ML_PROGRAM = "coreml_supported_mlprogram_ops.md"
+
+
+def checker_partitions(path: Path) -> int:
+    """The CoreML ML Program partitions ONNX Runtime's usability checker counts (fixed sizes required, as its
+    ``checker`` asks first), on the file with ONNX shape inference run, as the checker needs."""
+    from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    saved = onnx.NodeProto.__hash__
+    try:
+        info = check_coreml_partitions(model, True, ML_PROGRAM)
+    finally:
+        onnx.NodeProto.__hash__ = saved  # the checker makes every NodeProto hashable by id()
+    return int(info.num_partitions)

@@ -42,7 +42,7 @@ FIX_SCHEMA_VERSION = "1.0"
 @click.option("--target", "targets", multiple=True, metavar="NAMES",
               help="Target profiles to check the result against (PORT201-204); a target whose sources want int64 as "
                    "int32 (nnapi, webnn) also turns on the int32-indices remedy, one whose table lacks Pad's reflect or "
-                   "edge mode (coreml, nnapi, migraphx, litert) the pad-as-slices remedy.")
+                   "edge mode (coreml, nnapi, migraphx, litert) the pad-as-slices remedy, one with a rank limit (coreml) rank-limit.")
 @select_option
 @ignore_option
 @quiet_option

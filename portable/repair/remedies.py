@@ -267,6 +267,38 @@ def _unused(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
     return ir.passes.Sequential(common.RemoveUnusedNodesPass(), unused_functions, common.RemoveUnusedOpsetsPass())
 
 
+def rank_limit(targets: Iterable[str]) -> int | None:
+    """The lowest rank limit the targets' profiles state (the usability checker's, for CoreML), or None."""
+    from portable.validators.targets.profile import load_profile
+
+    limits = [r for r in (load_profile(t).max_rank for t in targets) if r is not None]
+    return min(limits) if limits else None
+
+
+def _rank_limit(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.rank_rewrites import TransposeRankPass
+
+    limit = rank_limit(plan.policy.targets)
+    return TransposeRankPass(limit) if limit is not None else None
+
+
+def _rank_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """How many Transposes came down to the limit, the partitions on the targets with one, and each left, why."""
+    from portable.exporters.rank_rewrites import rank_refusal
+
+    limit = rank_limit(plan.policy.targets)
+    if limit is None:
+        return ""
+    def over(m: ir.Model) -> list[ir.Node]:
+        return [n for n in m.graph if n.op_type == "Transpose" and len(n.attributes.get_ints("perm", ()) or ()) > limit]
+
+    done, left = len(over(before)) - len(over(after)), over(after)
+    asked = [t for t in plan.policy.targets if rank_limit([t]) is not None]
+    words = [f"{done} Transpose(s) above rank {limit} at the rank of their blocks; partitions "
+             + ", ".join(_partition_change(t, a, b) for t, a, b in _before_after(asked, before, after))] if done else []
+    return "; ".join(words + [f"left Transpose '{n.name}': {rank_refusal(n, limit)}" for n in left])
+
+
 def _canonical_names(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
     from portable.exporters.passes import CanonicalNamesPass
 
@@ -291,6 +323,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("int32-indices", _int32_indices, detail=_int32_detail),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
     Remedy("remove-unused", _unused),
     Remedy("static-shapes", _probed("StaticShapesPass")),
+    Remedy("rank-limit", _rank_limit, detail=_rank_detail),  # opt-in (a target's max_rank); needs static-shapes' sizes
     Remedy("canonical-names", _canonical_names),
 )
 

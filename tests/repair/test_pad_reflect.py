@@ -13,28 +13,13 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support import checker_partitions
 
 from portable.exporters.target_rewrites import PadAsSlicesPass, pad_refusal
 from portable.policy import Policy
 from portable.repair import fix
 from portable.repair.remedies import PAD_MODE_ROWS, pad_modes
 from portable.validators.targets.profile import load_profile
-
-ML_PROGRAM = "coreml_supported_mlprogram_ops.md"
-
-
-def checker_partitions(path: Path) -> int:
-    """The CoreML ML Program partitions ONNX Runtime's usability checker counts (fixed sizes required, as its
-    ``checker`` asks first), on the file with ONNX shape inference run, as the checker needs."""
-    from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions
-
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
-    saved = onnx.NodeProto.__hash__
-    try:
-        info = check_coreml_partitions(model, True, ML_PROGRAM)
-    finally:
-        onnx.NodeProto.__hash__ = saved  # the checker makes every NodeProto hashable by id()
-    return int(info.num_partitions)
 
 
 def _conv(name: str, x: str, y: str, channels: tuple[int, int], rng: np.random.Generator) -> tuple[onnx.NodeProto, list]:
