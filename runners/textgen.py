@@ -53,6 +53,8 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     GPU), the model on the same GPU, and the timing of eager and compiled ``generate`` there too."""
     say = progress or (lambda _msg: None)
     files = pair if isinstance(pair, PairFiles) else PairFiles.find(pair)
+    if files.quantization and (text is None or text.teacher is None):  # before any session is made
+        raise UsageError("a weight-only pair is judged by budgets on real text: give --text FILE (docs/llm.md)")
     session = _pair_session(files, device, cuda_graph)
     model = _on(model, device)
     prompt = _prompt(session, model, tokens, prompt_length, seed, text)
@@ -68,8 +70,6 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
              "cuda_graph": cuda_graph}
     report = _report(files, prompt, ours, comparisons, latency, setup)
     if files.quantization:  # a weight-only pair: its logits move by design, the text's budgets judge it
-        if text is None or text.teacher is None:
-            raise UsageError("a weight-only pair is judged by budgets on real text: give --text FILE (docs/llm.md)")
         report = replace(report, judged_by="budgets")
     return _with_text(report, session, model, text, say) if text is not None else report
 

@@ -131,6 +131,14 @@ class TextGenCompareOptions(CompareCommon):
         return self.min_top1, self.max_ppl_ratio, self.max_logprob_diff
 
 
+def _check_weight_only(o: TextGenCompareOptions) -> None:
+    """A weight-only pair without --text: refused before the reference is loaded."""
+    from portable.runners.generation import PairFiles
+
+    if o.text is None and PairFiles.find(o.model).quantization:
+        raise UsageError("a weight-only pair is judged by budgets on real text: give --text FILE (docs/llm.md)")
+
+
 def compare_text_generation(o: TextGenCompareOptions) -> None:
     """Greedy tokens and logits, ORT CPU against the model's own generate (eager and compiled), and the
     generation latency; exit 0 or 1."""
@@ -143,6 +151,8 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     timing = timing_config(o.no_latency, o.warmup_ms, o.warmup_max_ms, o.iterations, o.duration_ms)
     if o.prompt is not None and o.prompt_length is not None:
         raise UsageError("--prompt and --prompt-length exclude each other: the text's tokens are the prompt")
+    _check_weight_only(o)
+    cuda_graph = o.cuda_graph()  # --ep checked before the reference is loaded
     loaded = load_reference(reference, o.weights)
     from portable.runners.textgen import text_for
 
@@ -150,7 +160,7 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     with progress(o.quiet) as say:
         report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
                      compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text,
-                     device=o.device or "cpu", cuda_graph=o.cuda_graph())
+                     device=o.device or "cpu", cuda_graph=cuda_graph)
     emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)
     for warning in report.warnings:
         click.echo(f"portable: warning: {warning}", err=True)
