@@ -109,6 +109,7 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
                  (policy or load_policy()), tokens)
     _check(plan, force, verify, text)
     phases = phases or Phases(quiet)
+    _check_weights(model, plan)
     step = _step(model, plan)
     with staging(plan.targets) as folder, eval_mode(model):
         graphs = _export_graphs(step, plan, folder, phases, spec, root)
@@ -126,6 +127,29 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
             for (role, result), report in zip(graphs.items(), reports)}
     return TextGenResult(done["prefill"], done["decode"], plan.targets.manifest,
                          str(reports[0].model["weights_fingerprint"]), proof, manifest)
+
+
+_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def _check_weights(model: Any, plan: _Plan) -> None:
+    """The contract's one inline file per graph (PORT010), judged from the model's parameters before any export:
+    over the limit is exit 1 with the way out (fp16, then weight-only int8), not a refusal after the trace."""
+    from portable.errors import FindingsError
+    from portable.exporters.writer import PROTOBUF_LIMIT
+
+    size = sum(p.numel() for p in model.parameters()) * _BYTES[plan.precision]  # tied weights count once
+    cap = min(plan.policy.max_size_bytes, PROTOBUF_LIMIT)
+    if size <= cap:
+        return
+    why = "the policy's max-size" if cap == plan.policy.max_size_bytes else "protobuf's 2 GiB for one inline file"
+    if plan.precision == "fp32" and size // 2 <= cap:
+        hint = (f"export with --precision fp16 ({size // 2:,} bytes a graph), then `portable quantize NAME.textgen.json "
+                f"-o NAME-w8 --weight-only` for int8 weights (about {size // 4:,})")
+    else:
+        hint = "no portable pair holds it: the float pair the weight-only pair is made from must fit too"
+    raise FindingsError(f"PORT010: the weights are {size:,} bytes a graph at {plan.precision}, above {why} "
+                        f"({cap:,} bytes); nothing exported", hint=hint)
 
 
 def _check(plan: _Plan, force: bool, verify: bool, text: Any = None) -> None:

@@ -131,6 +131,20 @@ def test_weights_over_the_size_limit_refuse_the_pair_before_writing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_weights_over_the_limit_are_refused_before_the_export_with_the_way_out(tmp_path):
+    """PORT010 judged from the parameters before any trace: fp32 over, fp16 under -> fp16, then --weight-only."""
+    model = tiny_llm().build("llama")
+    size = sum(p.numel() for p in model.parameters()) * 4
+    with pytest.raises(Exception, match="PORT010") as caught:
+        export_text_generation(model, tmp_path / "big", context=32, prefill=4, tokens=8,
+                               policy=Policy(max_size_bytes=size * 3 // 4))
+    assert "--precision fp16" in caught.value.hint and "--weight-only" in caught.value.hint
+    with pytest.raises(Exception, match="PORT010") as caught:
+        export_text_generation(model, tmp_path / "big", context=32, prefill=4, tokens=8, precision="fp16",
+                               policy=Policy(max_size_bytes=size // 4))
+    assert "no portable pair holds it" in caught.value.hint and list(tmp_path.iterdir()) == []
+
+
 def test_existing_targets_are_refused_before_any_work_unless_forced(tmp_path):
     (tmp_path / "p.decode.onnx").write_bytes(b"old")
     with pytest.raises(UsageError, match="file exists"):
