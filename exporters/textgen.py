@@ -270,6 +270,7 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
     from portable.exporters.provenance import project_root
     from portable.spec import load_spec, load_weights
 
+    PairTargets.of(output).check(bool(options.get("force")))  # the folder and the targets, before the model loads
     phases = phases or Phases(True)
     with phases.phase("load"):
         loaded = load_spec(spec)
