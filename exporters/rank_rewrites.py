@@ -35,16 +35,6 @@ def blocks(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[tuple[int, ..
     return merged, tuple(order.index(i) for i in range(len(runs)))
 
 
-def _constant(value: ir.Value | None) -> np.ndarray | None:
-    if value is None:
-        return None
-    tensor = value.const_value
-    if tensor is None and value.producer() is not None and value.producer().op_type == "Constant":  # type: ignore[union-attr]
-        attribute = value.producer().attributes.get("value")  # type: ignore[union-attr]
-        tensor = attribute.value if attribute is not None else None
-    return None if tensor is None else np.asarray(tensor.numpy())
-
-
 def _static(value: ir.Value) -> tuple[int, ...] | None:
     shape = value.shape
     if shape is None or not all(isinstance(d, int) for d in shape):
@@ -95,7 +85,10 @@ class TransposeRankPass(ir.passes.InPlacePass):
         merged, new_perm = blocks(shape, perm)
         reshape = x.producer()
         assert reshape is not None
-        name = f"{reshape.name or 'reshape'}_rank{len(merged)}"
+        name, count = f"{reshape.name or 'reshape'}_rank{len(merged)}", 0
+        while name in graph.initializers:  # two unnamed Reshapes: a name of its own each
+            count += 1
+            name = f"{reshape.name or 'reshape'}_rank{len(merged)}_{count}"
         target = ir.Value(name=name, const_value=ir.tensor(np.array(merged, dtype=np.int64), name=name))
         graph.register_initializer(target)
         reshape.replace_input_with(1, target)
