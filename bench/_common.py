@@ -60,11 +60,11 @@ def median_of(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def versions() -> dict[str, str]:
+def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for name in ("portable-onnx", "onnx", "onnx-ir", "onnxscript", "protobuf", "numpy", "onnxruntime", "torch"):
+    for name in ("portable-onnx", "onnx", "onnx-ir", "onnxscript", "protobuf", "numpy", "onnxruntime", "torch", *extra):
         try:
             out[name] = version(name)
         except PackageNotFoundError:

@@ -160,16 +160,10 @@ def _row(name: str, batch: int, report: dict[str, Any], run: dict[str, Any], mod
     }
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+def _common_versions() -> dict[str, str]:
+    from bench._common import versions
 
-    out = {"python": platform.python_version()}
-    for name in ("portable-onnx", "torch", "onnxruntime", "transformers", "torchvision", "onnx", "numpy"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+    return versions(("transformers", "torchvision"))
 
 
 def _machine() -> dict[str, Any]:
@@ -196,7 +190,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "benchmark": "cpu_vs_compiled", "issue": 33,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(), "machine": _machine(), "work": str(work),
+        "versions": _common_versions(), "machine": _machine(), "work": str(work),
         "timing": "compare's defaults (warm-up >= 200 ms until steady, at most 10 s; >= 10 iterations and >= 1 s)",
         "compile_modes": modes, "exports": [], "compares": [], "rows": [],
     }

@@ -161,8 +161,10 @@ def _check(plan: _Plan, force: bool, verify: bool, text: Any = None) -> None:
                          "bfloat16 cache (numpy has no such type); use --precision fp16")
     if verify and not 1 <= plan.tokens < plan.context:
         raise UsageError(f"--tokens {plan.tokens}: the proof generates 1 to C - 1 = {plan.context - 1} tokens")
+    from portable.runners.generation import fits
+
     prompt = None if text is None or text.prompt is None else int(text.prompt.shape[1])
-    if verify and prompt is not None and max(-(-prompt // plan.prefill) * plan.prefill, prompt + plan.tokens - 1) > plan.context:
+    if verify and prompt is not None and not fits(prompt, plan.tokens, plan.prefill, plan.context):
         raise UsageError(f"--prompt: its {prompt} token(s) (prefill blocks of {plan.prefill}) and the proof's {plan.tokens} "
                          f"new token(s) do not fit a context of {plan.context}: a shorter prompt, or a larger --context")
     plan.targets.check(force)
@@ -279,6 +281,6 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
     if prompt is not None:
         from portable.runners.textgen import text_for
 
-        options["text"] = text_for(spec, loaded.module, prompt, None)
+        options["text"] = text_for(loaded, loaded.module, prompt, None)
     return export_text_generation(loaded.module, output, phases=phases, spec=spec, root=project_root(loaded.root),
                                   **options)

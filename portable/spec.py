@@ -14,7 +14,7 @@ import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ class LoadedSpec:
     module: torch.nn.Module
     example_inputs: tuple[Any, ...] | None
     root: Path
+    namespace: ModuleType | None = field(default=None, compare=False, repr=False)  # the SPEC's module, as imported
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -147,16 +148,19 @@ def _load_spec(spec: str) -> LoadedSpec:
             f"SPEC {spec!r} returned {type(result).__name__}, not a torch.nn.Module "
             "(return a module, or (module, example_inputs))"
         )
-    return LoadedSpec(spec=spec, module=result, example_inputs=example, root=root)
+    return LoadedSpec(spec=spec, module=result, example_inputs=example, root=root, namespace=module)
 
 
-def load_tokenizer(spec: str, model: Any = None) -> Any:
-    """The model's own tokenizer: ``tokenizer()`` beside the SPEC's callable in its module, else the one
-    transformers finds (no download) where the model came from (``config._name_or_path``). A usage error
-    saying where to put one when neither gives it."""
+def load_tokenizer(spec: str | LoadedSpec, model: Any = None) -> Any:
+    """The model's own tokenizer: ``tokenizer()`` beside the SPEC's callable in its module (the one a
+    :class:`LoadedSpec` was loaded from, not imported again), else the one transformers finds (no download)
+    where the model came from (``config._name_or_path``). A usage error saying where to put one when neither
+    gives it."""
+    loaded = spec if isinstance(spec, LoadedSpec) else None
+    spec = spec.spec if isinstance(spec, LoadedSpec) else spec
     target, attr = parse_spec(spec)
     with _folder_on_path(target):
-        module, _ = _import_target(target, spec)
+        module = loaded.namespace if loaded is not None and loaded.namespace is not None else _import_target(target, spec)[0]
         found = getattr(module, "tokenizer", None)
         if callable(found):
             return _exec(found, spec)

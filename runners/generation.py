@@ -29,13 +29,13 @@ import numpy as np
 from portable.errors import InputError, UsageError
 from portable.quiet import quiet_libraries
 from portable.runners.sessions import CPU, SessionFailed, SessionSpec, session_from_onnx
+from portable.runners.step_inputs import NUMPY_TYPES as _NUMPY
 from portable.runners.step_inputs import step_feeds
 
 __all__ = ["MANIFEST_SUFFIX", "PairFiles", "PairGeometry", "PairSession", "Trace", "float64_logits", "prompt_ids",
-           "generate_options", "step_feeds", "torch_generate"]
+           "fits", "generate_options", "step_feeds", "torch_generate"]
 
 MANIFEST_SUFFIX = ".textgen.json"
-_NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,12 @@ def _spec(providers: Sequence[Any], threads: int | None) -> SessionSpec:
     return SessionSpec(name, options, intra_op_threads=threads)
 
 
+def fits(prompt: int, tokens: int, prefill_tokens: int, context: int) -> bool:
+    """A prompt's padded prefill blocks, and the slots of ``tokens`` new tokens after it, within the context."""
+    blocks = math.ceil(prompt / prefill_tokens) * prefill_tokens
+    return prompt >= 1 and tokens >= 1 and max(blocks, prompt + tokens - 1) <= context
+
+
 class PairSession:
     """The two graphs loaded in ONNX Runtime, and the greedy host loop over them (module docstring).
 
@@ -214,8 +220,7 @@ class PairSession:
     def check_fits(self, prompt: int, tokens: int) -> None:
         """The prompt's padded blocks and the generated tokens fit in the context."""
         geometry = self.geometry
-        blocks = math.ceil(prompt / geometry.prefill_tokens) * geometry.prefill_tokens
-        if prompt < 1 or tokens < 1 or max(blocks, prompt + tokens - 1) > geometry.context:
+        if not fits(prompt, tokens, geometry.prefill_tokens, geometry.context):
             raise UsageError(f"a prompt of {prompt} token(s) (prefill blocks of {geometry.prefill_tokens}) and "
                              f"{tokens} new token(s) do not fit a context of {geometry.context}")
 
@@ -286,17 +291,22 @@ class _Loop:
         return binding
 
 
-def generate_options(compiled: bool, device: str) -> dict[str, Any]:
-    """``generate``'s options for a static-cache ``torch.compile``d decoding forward (none when eager): on a
-    GPU reduce-overhead (CUDA graphs, what people who serve with torch.compile use), on the CPU default
+def generate_options(compiled: bool, device: str, ids: Any, tokens: int) -> dict[str, Any]:
+    """``generate``'s options for ``tokens`` greedy tokens after ``ids`` (no end-of-sequence stop, every slot
+    attended), over a static-cache ``torch.compile``d decoding forward when ``compiled``: on a GPU
+    reduce-overhead (CUDA graphs, what people who serve with torch.compile use), on the CPU default
     (transformers compiles on the CPU only when asked, as here)."""
+    import torch
+
+    greedy = {"attention_mask": torch.ones_like(ids), "max_new_tokens": tokens, "do_sample": False,
+              "eos_token_id": None, "pad_token_id": 0}
     if not compiled:
-        return {}
+        return greedy
     from transformers import CompileConfig
 
     config = CompileConfig(fullgraph=True, mode="reduce-overhead" if device == "cuda" else "default")
     config._compile_all_devices = True  # type: ignore[assignment]  # transformers' own switch to compile on CPU
-    return {"cache_implementation": "static", "compile_config": config}
+    return greedy | {"cache_implementation": "static", "compile_config": config}
 
 
 def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool = False, device: str = "cpu") -> Trace:
@@ -305,11 +315,9 @@ def torch_generate(model: Any, prompt: np.ndarray, tokens: int, compiled: bool =
     import torch
 
     ids = torch.from_numpy(prompt).to(device)
-    options = generate_options(compiled, device)
+    options = generate_options(compiled, device, ids, tokens)
     with quiet_libraries(), torch.no_grad():  # transformers' generation notices (pad token, compile) too
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
-                             do_sample=False, eos_token_id=None, pad_token_id=0, output_logits=True,
-                             return_dict_in_generate=True, **options)
+        out = model.generate(ids, output_logits=True, return_dict_in_generate=True, **options)
     new = out.sequences[:, prompt.shape[1]:].cpu().numpy()
     logits = tuple(step.float().cpu().numpy() for step in out.logits)
     return Trace("torch-compiled" if compiled else "torch-eager", new, logits)

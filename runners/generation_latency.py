@@ -97,9 +97,8 @@ def measure_torch_generation(model: Any, prompt: np.ndarray, tokens: int, config
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     stamps, ids = _Stamps(sync), torch.from_numpy(prompt).to(device)
-    options = generate_options(compiled, device) | {"logits_processor": LogitsProcessorList([stamps])}
-    call = lambda: model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,  # noqa: E731
-                                  do_sample=False, eos_token_id=None, pad_token_id=0, **options)
+    options = generate_options(compiled, device, ids, tokens) | {"logits_processor": LogitsProcessorList([stamps])}
+    call = lambda: model.generate(ids, **options)  # noqa: E731
     with torch.no_grad():
         warm = warm_up(call, HostTimer(sync), config)
         ttft, decode, rates = _stamped(stamps, call, config)

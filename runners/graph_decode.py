@@ -20,12 +20,9 @@ import numpy as np
 
 from portable.errors import InputError, UsageError, one_line
 from portable.runners.sessions import SessionSpec, session_from_onnx
-from portable.runners.step_inputs import step_feeds
+from portable.runners.step_inputs import NUMPY_TYPES, step_feeds
 
 __all__ = ["GraphDecode"]
-
-_DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
-
 
 class GraphDecode:
     """The decode session with CUDA graphs, and its fixed buffers for one batch size."""
@@ -53,9 +50,9 @@ class GraphDecode:
 
     def _logits_type(self) -> Any:
         kind = self.session.get_outputs()[0].type
-        if kind not in _DTYPES:
-            raise UsageError(f"CUDA graphs: logits of type {kind} cannot be read back here (float32 or float16)")
-        return _DTYPES[kind]
+        if kind not in NUMPY_TYPES:
+            raise UsageError(f"CUDA graphs: logits of type {kind} cannot be read back here (float16, float32, float64)")
+        return NUMPY_TYPES[kind]
 
     def _bind(self, names: tuple[str, ...], k: int) -> tuple[Any, Any]:
         """Set ``k``'s binding: cache[k] in, cache[1 - k] out, replayed as graph ``k + 1``."""

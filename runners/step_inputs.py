@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["step_feeds"]
+__all__ = ["NUMPY_TYPES", "step_feeds"]
+
+# ONNX Runtime's element type names of the floats a pair's cache and logits may have, as numpy types (numpy has
+# no bfloat16)
+NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
 def step_feeds(context: int, ids: np.ndarray, position: int, tokens: int) -> dict[str, np.ndarray]:

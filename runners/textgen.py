@@ -32,6 +32,7 @@ from portable.runners.generation_report import (
 from portable.runners.teacher_forced import Budgets, teacher_forced
 from portable.runners.timing import TimingConfig
 from portable.runners.tolerances import ToleranceTable
+from portable.spec import LoadedSpec
 
 __all__ = ["DEFAULT_PROMPT", "DEFAULT_TOKENS", "Text", "compare_text_generation", "text_for"]
 
@@ -118,7 +119,7 @@ class Text:
     budgets: tuple[float | None, float | None, float | None] = (None, None, None)  # as given; None: the default
 
 
-def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | None,
+def text_for(spec: str | LoadedSpec, model: Any, prompt: str | None, text_file: str | Path | None,
              budgets: tuple[float | None, float | None, float | None] = (None, None, None)) -> Text | None:
     """``--prompt``'s and ``--text``'s token ids by the model's own tokenizer (``portable.spec.load_tokenizer``),
     or None when neither is given."""
@@ -129,7 +130,7 @@ def text_for(spec: str, model: Any, prompt: str | None, text_file: str | Path | 
     if prompt is not None and not prompt.strip():
         raise UsageError("--prompt: the text is empty")
     tokenizer = load_tokenizer(spec, model)
-    _check_vocabulary(tokenizer, model, spec)
+    _check_vocabulary(tokenizer, model, spec.spec if isinstance(spec, LoadedSpec) else spec)
     ids = lambda words: np.array([tokenizer(words)["input_ids"]], np.int64)  # noqa: E731
     teacher = ids(Path(text_file).read_text(encoding="utf-8")) if text_file else None
     if teacher is not None and teacher.shape[1] < 2:

@@ -21,6 +21,7 @@ from portable.cli.options import (
 from portable.cli.textgen import task_option
 from portable.formatters import get_formatter
 from portable.io import check_writable
+from portable.quiet import debug_requested
 
 __all__ = ["EXPORT_SCHEMA_VERSION", "export", "export_json", "precheck"]
 
@@ -33,13 +34,6 @@ batch_option = click.option("--batch", default="dynamic", show_default=True, met
 # export's result is more than findings (the file written, verify's parity): text or JSON only, so that
 # a SARIF or JUnit document never reads as clean when verify refused the export.
 export_format_option = format_option("How to print the result (JSON: one shape, written or refused).")
-
-
-def _debug() -> bool:
-    """``portable --debug``: torch's own report of a failure goes to stderr too."""
-    ctx = click.get_current_context(silent=True)
-    root = ctx.find_root() if ctx else None
-    return bool(root and isinstance(root.obj, dict) and root.obj.get("debug"))
 
 
 def _render(report: Any, fmt: str) -> str:
@@ -101,7 +95,7 @@ def _refused(exc: Any, fmt: str, output: str, timings: dict[str, float]) -> None
         click.echo("\n".join(parity_lines(exc.parity)))
     else:
         click.echo(_render(exc.report, fmt))
-    if exc.detail and _debug():
+    if exc.detail and debug_requested():
         click.echo(exc.detail, err=True)
     click.echo(f"portable: export failed: {exc.message}; nothing written", err=True)
     raise click.exceptions.Exit(int(exc.exit_code)) from None
@@ -169,7 +163,7 @@ def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precisio
 
             return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
                                           force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
-                                          quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=_debug(),
+                                          quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=debug_requested(),
                                           prompt=prompt)
         _export_graph(spec, output, specs, batch=batch, precision=precision, weights=weights, policy=policy,
                       verify=verify, force=force, tolerances=tolerances, fmt=fmt, quiet=quiet)

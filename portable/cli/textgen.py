@@ -156,7 +156,7 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     loaded = load_reference(reference, o.weights)
     from portable.runners.textgen import text_for
 
-    text = text_for(reference, loaded.module, o.prompt, o.text, o.budgets())
+    text = text_for(loaded, loaded.module, o.prompt, o.text, o.budgets())
     with progress(o.quiet) as say:
         report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
                      compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text,
