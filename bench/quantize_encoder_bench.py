@@ -3,7 +3,11 @@
 calibrated on 240 sentences and judged on 240 others, from disjoint package descriptions shipped on this
 machine (fixtures/sentences.py), once per configuration:
 
-- ``default``: target ort-cpu's defaults (uint8 activations, per-channel int8 weights, minmax, bias correction);
+- ``default``: target ort-cpu's defaults (uint8 activations, per-channel int8 weights, minmax, bias correction;
+  scope "linear" on this transformer, SmoothQuant, float islands);
+- ``no-smoothing``: the default without SmoothQuant;
+- ``scope-all``: every op ONNX Runtime quantizes, with SmoothQuant and float islands;
+- ``scope-all-bare``: every op, no SmoothQuant, no float islands (what quantize did before them);
 - ``per-tensor``: the default with per-tensor int8 weights;
 - ``percentile``: the default with ``--method percentile`` (99.999);
 - ``no-bias-correction``: the default without it (it shifts Conv/Gemm biases; this graph has MatMul + Add);
@@ -42,12 +46,16 @@ from _common import emit, machine, versions  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "no-smoothing": {"smoothing": False},
+    "scope-all": {"scope": "all"},
+    "scope-all-bare": {"scope": "all", "smoothing": False, "float_islands": False},
     "per-tensor": {"per_channel": False},
     "percentile": {"method": "percentile"},
     "no-bias-correction": {"bias_correction": False},
     "qnn": {"target": "qnn"},
 }
-SETTINGS = ("target", "per_channel", "method", "activations", "weights", "bias_correction")
+SETTINGS = ("target", "per_channel", "method", "activations", "weights", "bias_correction", "smoothing",
+            "float_islands", "scope")
 
 
 def _fixture(name: str) -> Any:
@@ -120,7 +128,7 @@ def _row(model: Path, name: str, options: dict[str, Any], data: dict[str, Any], 
     row: dict[str, Any] = {"config": name, "settings": {k: result.settings.to_dict().get(k) for k in SETTINGS},
                            "sqnr_db": round(result.accuracy[0].sqnr_db, 2), "exit_code": int(result.exit_code),
                            **compare(data["reference"], states, data["feeds"]["attention_mask"]),
-                           "bias_correction": result.passes.get("bias_correction"),
+                           "passes": result.passes, "size_bytes": out.stat().st_size,
                            "float_ops_left": float_ops_left(out)}
     if result.latency is not None:
         row["latency"] = {k: result.latency.to_dict()[k] for k in ("batch", "ratio_p50", "ratio_pipelined")}

@@ -78,11 +78,21 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
                    "quantizer gives.")
 @click.option("--max-top1-drop", type=float, multiple=True, metavar="PCT",
               help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
+@click.option("--min-cosine", type=float, multiple=True, metavar="C",
+              help="Budget: the mean cosine between float and int8 vectors along each output's last axis (an "
+                   "encoder's embeddings) at least C.")
 @click.option("--search-limit", type=click.IntRange(min=0), default=16, show_default=True,
               help="With a budget: keep up to this many of the most sensitive nodes in float until it holds "
                    "(0: no search).")
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
+@click.option("--smoothing/--no-smoothing", "smoothing", default=True, show_default=True,
+              help="SmoothQuant: move LayerNorm outputs' outlier channels into the MatMul weights that read them.")
+@click.option("--float-islands/--no-float-islands", "float_islands", default=True, show_default=True,
+              help="Leave float the tensors 8 bits per tensor cannot hold: masking sentinels, outlier channels.")
+@click.option("--scope", type=click.Choice(["auto", "all", "linear"]), default=None,
+              help="What is quantized: all ops, or linear (MatMul/Gemm/Conv inputs and weights, the rest float). "
+                   "Default auto: linear for a transformer on a target that takes float between layers.")
 @click.option("--no-latency", is_flag=True, help="Skip the float-vs-int8 latency measurement.")
 @click.option("--duration-ms", default=1000.0, show_default=True, type=click.FloatRange(min=0),
               help="Least timed duration per model (after the warm-up).")
@@ -151,8 +161,12 @@ class QuantizeOptions:
     exclude: tuple[str, ...]
     min_sqnr: tuple[float, ...]
     max_top1_drop: tuple[float, ...]
+    min_cosine: tuple[float, ...]
     search_limit: int
     bias_correction: bool
+    smoothing: bool
+    float_islands: bool
+    scope: str | None
     no_latency: bool
     duration_ms: float
     warmup_max_ms: float
@@ -178,7 +192,9 @@ class QuantizeOptions:
                 "per_channel": self.per_channel, "method": self.method,
                 "exclude": [e for item in self.exclude for e in item.split(",")],
                 "min_sqnr": _once("--min-sqnr", self.min_sqnr), "max_top1_drop": _once("--max-top1-drop", self.max_top1_drop),
+                "min_cosine": _once("--min-cosine", self.min_cosine),
                 "search_limit": self.search_limit, "bias_correction": self.bias_correction,
+                "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
@@ -190,7 +206,7 @@ def _weight_only(o: QuantizeOptions) -> None:
 
     if not o.weight_only:
         raise UsageError(f"{o.model}: a text-generation pair is quantized weight-only here: add --weight-only")
-    if o.calibration or o.eval_data or o.min_sqnr or o.max_top1_drop or o.target:
+    if o.calibration or o.eval_data or o.min_sqnr or o.max_top1_drop or o.min_cosine or o.target:
         raise UsageError("--weight-only takes no --calibration, --eval, --target or budgets: the pair is judged "
                          "afterwards by compare --task text-generation --text FILE")
     result = quantize_pair(o.model, o.output, force=o.force)
@@ -272,8 +288,23 @@ def _settings(settings: Any) -> list[str]:
             f"  defaults from: {settings.target.source}"]
 
 
+def _before_quantizer(passes: dict[str, Any]) -> list[str]:
+    lines = (["  scope: linear (MatMul/Gemm/Conv inputs and weights int8, the ops between them float)"]
+             if passes.get("scope") == "linear" else [])
+    smoothed = passes.get("smoothing")
+    if smoothed and smoothed["layer_norms"]:
+        lines.append(f"  smoothing: {smoothed['layer_norms']} LayerNorm(s) into {smoothed['matmuls']} MatMul(s) "
+                     f"(largest factor {smoothed['largest_factor']:.3g})")
+    islands = passes.get("float_islands")
+    if islands and islands["nodes_kept_float"]:
+        lines.append(f"  float islands: {len(islands['sentinel_tensors'])} masking-sentinel and "
+                     f"{len(islands['outlier_tensors'])} outlier-channel tensor(s), {islands['nodes_kept_float']} "
+                     "node(s) kept float")
+    return lines
+
+
 def _passes(result: Any) -> list[str]:
-    lines = []
+    lines = _before_quantizer(result.passes)
     corrected = result.passes.get("bias_correction")
     if corrected:
         lines.append(f"  bias correction: {corrected['corrected_layers']} Conv/Gemm layer(s) "
@@ -296,10 +327,11 @@ def _db(value: float | None) -> str:
 
 
 def _accuracy(result: Any) -> list[str]:
-    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12}"]
+    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}"]
     for a in result.accuracy:
         top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
-        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12}")
+        cosine = "–" if a.cosine_mean is None else f"{a.cosine_mean:.4f}"
+        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12} {cosine:>8}")
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"

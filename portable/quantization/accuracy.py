@@ -19,7 +19,8 @@ import numpy as np
 
 from portable.quantization.settings import Budgets
 
-__all__ = ["BudgetCheck", "OutputAccuracy", "check_budgets", "compare_outputs", "sqnr_db", "top1_agreement"]
+__all__ = ["BudgetCheck", "OutputAccuracy", "check_budgets", "compare_outputs", "cosine_mean", "sqnr_db",
+           "top1_agreement"]
 
 PERFECT_DB = 200.0  # the SQNR reported for an output the quantized model reproduces exactly
 
@@ -41,6 +42,21 @@ def top1_agreement(expected: np.ndarray, actual: np.ndarray) -> float:
     return float(np.mean(np.argmax(expected, axis=-1) == np.argmax(actual, axis=-1)))
 
 
+def cosine_mean(expected: np.ndarray, actual: np.ndarray) -> float:
+    """The mean cosine between the vectors along the last axis (an all-zero pair counts as 1, one zero as 0)."""
+    e = np.asarray(expected, dtype=np.float64).reshape(-1, expected.shape[-1])
+    a = np.asarray(actual, dtype=np.float64).reshape(-1, expected.shape[-1])
+    norms = np.linalg.norm(e, axis=1) * np.linalg.norm(a, axis=1)
+    both_zero = (np.linalg.norm(e, axis=1) == 0) & (np.linalg.norm(a, axis=1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(norms > 0, (e * a).sum(1) / np.where(norms > 0, norms, 1.0), 0.0)
+    return float(np.mean(np.where(both_zero, 1.0, cos)))
+
+
+def _vectors(array: np.ndarray) -> bool:
+    return array.ndim >= 2 and array.shape[-1] >= 2 and array.dtype.kind == "f"
+
+
 def _logits(array: np.ndarray) -> bool:
     return array.ndim == 2 and array.shape[1] >= 2 and array.dtype.kind == "f"
 
@@ -56,6 +72,7 @@ class OutputAccuracy:
     max_abs: float
     rms: float
     top1_agreement: float | None = None
+    cosine_mean: float | None = None  # outputs of rank 2 or more: mean cosine of the last-axis vectors
 
     @property
     def top1_drop_pct(self) -> float | None:
@@ -64,7 +81,8 @@ class OutputAccuracy:
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.name, "samples": self.samples, "sqnr_db": _finite(self.sqnr_db),
                 "max_abs": _finite(self.max_abs), "rms": _finite(self.rms), "top1_agreement": self.top1_agreement,
-                "top1_drop_pct": self.top1_drop_pct}
+                "top1_drop_pct": self.top1_drop_pct,
+                "cosine_mean": None if self.cosine_mean is None else round(self.cosine_mean, 6)}
 
 
 def _finite(value: float) -> float | None:
@@ -80,7 +98,8 @@ def compare_outputs(names: Sequence[str], expected: Sequence[np.ndarray],
         diff = np.abs(e64 - np.asarray(a, dtype=np.float64))
         out.append(OutputAccuracy(name, int(e.shape[0]) if e.ndim else 1, sqnr_db(e, a),
                                   float(diff.max()) if diff.size else 0.0, float(np.sqrt(np.mean(e64**2))),
-                                  top1_agreement(e, a) if _logits(e) else None))
+                                  top1_agreement(e, a) if _logits(e) else None,
+                                  cosine_mean(e, a) if _vectors(e) else None))
     return tuple(out)
 
 
@@ -88,7 +107,7 @@ def compare_outputs(names: Sequence[str], expected: Sequence[np.ndarray],
 class BudgetCheck:
     """One budget against one output: what was allowed, what was measured, whether it holds."""
 
-    budget: str  # "min-sqnr" | "max-top1-drop"
+    budget: str  # "min-sqnr" | "max-top1-drop" | "min-cosine"
     output: str
     limit: float
     measured: float
@@ -100,8 +119,8 @@ class BudgetCheck:
 
 
 def check_budgets(budgets: Budgets, outputs: Sequence[OutputAccuracy]) -> tuple[BudgetCheck, ...]:
-    """``--min-sqnr`` on every output; ``--max-top1-drop`` on every logits output (a budget that
-    applies to no output is a check that fails: it cannot be met)."""
+    """``--min-sqnr`` on every output; ``--max-top1-drop`` on every logits output; ``--min-cosine`` on every
+    output of vectors (a budget that applies to no output is a check that fails: it cannot be met)."""
     checks = []
     if budgets.min_sqnr_db is not None:
         checks += [BudgetCheck("min-sqnr", o.name, budgets.min_sqnr_db, o.sqnr_db, o.sqnr_db >= budgets.min_sqnr_db)
@@ -113,4 +132,14 @@ def check_budgets(budgets: Budgets, outputs: Sequence[OutputAccuracy]) -> tuple[
                                (o.top1_drop_pct or 0.0) <= limit) for o in logits]
         if not logits:
             checks.append(BudgetCheck("max-top1-drop", "(no output shaped [batch, classes])", limit, math.nan, False))
-    return tuple(checks)
+    return tuple(checks) + _cosine_checks(budgets.min_cosine, outputs)
+
+
+def _cosine_checks(limit: float | None, outputs: Sequence[OutputAccuracy]) -> tuple[BudgetCheck, ...]:
+    if limit is None:
+        return ()
+    vectors = [o for o in outputs if o.cosine_mean is not None]
+    if not vectors:
+        return (BudgetCheck("min-cosine", "(no output of rank 2 or more)", limit, math.nan, False),)
+    return tuple(BudgetCheck("min-cosine", o.name, limit, o.cosine_mean or 0.0, (o.cosine_mean or 0.0) >= limit)
+                 for o in vectors)

@@ -40,13 +40,15 @@ def _search_limit(value: int) -> int:
     return value
 
 
-def _budgets(min_sqnr: float | None, max_top1_drop: float | None) -> Budgets:
+def _budgets(min_sqnr: float | None, max_top1_drop: float | None, min_cosine: float | None = None) -> Budgets:
     """The user's budgets; with neither given, the default floor (a result below it is not written)."""
     if max_top1_drop is not None and not 0 <= max_top1_drop <= 100:
         raise UsageError(f"--max-top1-drop {max_top1_drop}: a percentage, 0 to 100")
-    if min_sqnr is None and max_top1_drop is None:
+    if min_cosine is not None and not -1 <= min_cosine <= 1:
+        raise UsageError(f"--min-cosine {min_cosine}: a cosine, -1 to 1")
+    if min_sqnr is None and max_top1_drop is None and min_cosine is None:
         return DEFAULT_FLOOR
-    return Budgets(min_sqnr, max_top1_drop)
+    return Budgets(min_sqnr, max_top1_drop, min_cosine)
 
 
 def quantize(model: str | Path, output: str | Path, *, calibration: str | Path | None = None,
@@ -55,9 +57,10 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              target: str | None = None, activations: str | None = None, weights: str | None = None,
              per_channel: bool | None = None, method: str | None = None, exclude: Iterable[str] = (),
              int_ranges: Mapping[str, tuple[int, int]] | None = None, min_sqnr: float | None = None,
-             max_top1_drop: float | None = None, latency: bool = True, per_node: bool = True,
+             max_top1_drop: float | None = None, min_cosine: float | None = None, latency: bool = True, per_node: bool = True,
              timing: Any = None, policy: Policy | None = None, force: bool = False,
-             quiet: bool = True, bias_correction: bool = True,
+             quiet: bool = True, bias_correction: bool = True, smoothing: bool = True,
+             float_islands: bool = True, scope: str | None = None,
              search_limit: int = DEFAULT_SEARCH_LIMIT, preprocess: str | None = None) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
@@ -66,11 +69,15 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     seeded ones (``eval_samples`` more held out). ``target`` picks the defaults of
     :data:`portable.quantization.targets.TARGETS`; ``activations``, ``weights``, ``per_channel``
     and ``method`` override them. ``min_sqnr`` (dB, every output) and ``max_top1_drop`` (%, every
-    output shaped ``[batch, classes]``) are budgets; given one, the precision search keeps up to
+    output shaped ``[batch, classes]``) and ``min_cosine`` (the mean cosine of every output's last-axis
+    vectors: an encoder's embeddings) are budgets; given one, the precision search keeps up to
     ``search_limit`` of the most sensitive nodes in float until they hold
     (:mod:`portable.quantization.search`). With neither, the default floor applies
     (:data:`portable.quantization.settings.DEFAULT_FLOOR`: 20 dB, 90 % top-1 agreement) and no
-    search runs. ``bias_correction`` runs :mod:`portable.quantization.correction` first.
+    search runs. Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
+    (LayerNorm -> MatMul), ``float_islands`` keeps out the tensors of :mod:`portable.quantization.islands`
+    (masking sentinels, outlier channels) and ``bias_correction`` runs :mod:`portable.quantization.correction`;
+    ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
 
     Returns the result once written. Raises :class:`QuantizeFailed` (exit 1, nothing written) when
     the quantized model fails the contract or a budget; :class:`portable.errors.UsageError` (exit
@@ -81,8 +88,9 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
 
     plan = Plan(Path(model), Path(output),
                 resolve_settings(target, activations=activations, weights=weights, per_channel=per_channel,
-                                 method=method, exclude=exclude, bias_correction=bias_correction),
-                _budgets(min_sqnr, max_top1_drop), policy or load_policy(),
+                                 method=method, exclude=exclude, bias_correction=bias_correction,
+                                 smoothing=smoothing, float_islands=float_islands, scope=scope),
+                _budgets(min_sqnr, max_top1_drop, min_cosine), policy or load_policy(),
                 Path(calibration) if calibration is not None else None,
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),
                 _positive("eval_samples", eval_samples), _positive("batch", batch), int(seed), dict(int_ranges or {}),

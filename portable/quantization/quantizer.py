@@ -22,9 +22,9 @@ import onnx
 
 from portable.errors import InternalError, UsageError, one_line
 from portable.quantization.data import Reader, Samples
-from portable.quantization.settings import Settings
+from portable.quantization.settings import LINEAR_OPS, Settings
 
-__all__ = ["Quantized", "exclusions", "quantize_file"]
+__all__ = ["Prepared", "Quantized", "exclusions", "prepare", "quantize_file"]
 
 _TYPES = {"uint8": "QUInt8", "int8": "QInt8"}
 _METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -65,16 +65,26 @@ def _op_types(excluded_ops: Sequence[str]) -> list[str] | None:
     return sorted((set(QDQRegistry) | set(QLinearOpsRegistry)) - set(excluded_ops))
 
 
-def _arguments(settings: Settings, proto: onnx.ModelProto) -> dict[str, Any]:
+def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | None = None) -> dict[str, Any]:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
 
     ops, nodes = exclusions(proto, settings.exclude)
+    extra = dict(settings.extra)
+    linear = settings.resolved_scope({n.op_type for n in proto.graph.node}) == "linear"
+    if linear:  # every other op type is left out; the linear ops' outputs stay float unless a quantized op reads them
+        ops = sorted({n.op_type for n in proto.graph.node} - set(LINEAR_OPS)) + ops
+        extra["OpTypesToExcludeOutputQuantization"] = list(LINEAR_OPS)
+    if prepared is not None:
+        nodes = list(dict.fromkeys(nodes + list(prepared.float_nodes)))
+        outputs = set(extra.get("OpTypesToExcludeOutputQuantization", ())) | set(prepared.float_output_ops)
+        if outputs:
+            extra["OpTypesToExcludeOutputQuantization"] = sorted(outputs)
     return {"quant_format": QuantFormat.QDQ, "per_channel": settings.per_channel,
             "activation_type": getattr(QuantType, _TYPES[settings.activations]),
             "weight_type": getattr(QuantType, _TYPES[settings.weights]),
             "calibrate_method": getattr(CalibrationMethod, _METHODS[settings.method]),
             "op_types_to_quantize": _op_types(ops), "nodes_to_exclude": nodes,
-            "extra_options": dict(settings.extra)}
+            "extra_options": extra}
 
 
 @dataclass(frozen=True)
@@ -85,22 +95,67 @@ class Quantized:
     passes: dict[str, Any] = field(default_factory=dict)
 
 
-def _corrected(source: Path, settings: Settings, calibration: Samples, folder: Path) -> tuple[Path, dict[str, Any]]:
-    """The float model the quantizer reads: ``source``, or its bias-corrected copy in ``folder``."""
+@dataclass(frozen=True)
+class Prepared:
+    """The float model the quantizer reads (``source`` or a rewritten copy) and what it keeps float."""
+
+    path: Path
+    passes: dict[str, Any]
+    float_nodes: tuple[str, ...] = ()
+    float_output_ops: tuple[str, ...] = ()
+
+
+def _smoothed(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
+              passes: dict[str, Any]) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+    if not settings.smoothing:
+        return proto, ()
+    from portable.quantization.smoothing import smooth
+
+    smoothed, record = smooth(proto, calibration)
+    passes["smoothing"] = record.to_dict()
+    return smoothed, record.float_nodes
+
+
+def _islands(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
+             passes: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not settings.float_islands:
+        return (), ()
+    from portable.quantization.islands import float_islands
+
+    found = float_islands(proto, calibration)
+    passes["float_islands"] = found.to_dict()
+    return found.nodes, found.float_output_ops
+
+
+def _corrected(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
+               passes: dict[str, Any]) -> onnx.ModelProto:
     if not settings.bias_correction:
-        return source, {}
+        return proto
     from portable.quantization.correction import correct_biases
 
-    corrected, record = correct_biases(onnx.load(str(source)), settings, calibration)
-    path = folder / "corrected.onnx"
+    corrected, record = correct_biases(proto, settings, calibration)
+    passes["bias_correction"] = record.to_dict()
+    return corrected
+
+
+def prepare(source: Path, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
+    """The passes before ONNX Runtime's quantizer, in order: smoothing, float islands, bias correction."""
+    proto = onnx.load(str(source))
+    passes: dict[str, Any] = {"scope": settings.resolved_scope({n.op_type for n in proto.graph.node})}
+    smoothed, restoring = _smoothed(proto, settings, calibration, passes)
+    island_nodes, output_ops = _islands(smoothed, settings, calibration, passes)
+    corrected = _corrected(smoothed, settings, calibration, passes)
+    if corrected is proto:
+        return Prepared(source, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
+    path = folder / "prepared-float.onnx"
     onnx.save(corrected, str(path))
-    return path, {"bias_correction": record.to_dict()}
+    return Prepared(path, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
     """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data)."""
     proto = onnx.load(str(source), load_external_data=False)
-    arguments = _arguments(settings, proto)  # bad --exclude values: before any work
+    exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
     from onnxruntime.quantization import quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -109,12 +164,12 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Qua
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
         prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
         try:
-            floating, passes = _corrected(source, settings, calibration, Path(tmp))
-            quant_pre_process(str(floating), str(prepared), skip_optimization=True)
-            quantize_static(str(prepared), str(out), Reader(calibration), **arguments)
+            ready = prepare(source, settings, calibration, Path(tmp))
+            quant_pre_process(str(ready.path), str(prepared), skip_optimization=True)
+            quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
         except (UsageError, InternalError):
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer raises plain exceptions
             raise InternalError(f"ONNX Runtime's quantizer failed: {one_line(exc, limit=300)}",
                                 path=str(source)) from None
-        return Quantized(onnx.load(str(out)), passes)
+        return Quantized(onnx.load(str(out)), ready.passes)

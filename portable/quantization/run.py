@@ -288,11 +288,21 @@ def _budget_message(result: QuantizeResult) -> str:
                                      ("--per-channel", not result.settings.per_channel),
                                      ("--method percentile", result.settings.method == "minmax")) if useful]
         return (f"{message}; try {', '.join([*tries, ''])}a budget (--min-sqnr/--max-top1-drop), which keeps the "
-                "most sensitive nodes in float until it holds; --min-sqnr 0 writes the file as it is")
+                f"most sensitive nodes in float until it holds; --min-sqnr 0 writes the file as it is{_cosine_hint(result)}")
     if result.search is not None:
         return (f"{message}; up to {len(result.search.tried)} of the most sensitive node(s) kept in float did not "
                 "meet it either (--search-limit N tries more)")
     return message
+
+
+def _cosine_hint(result: QuantizeResult) -> str:
+    """For embeddings (vectors, no logits): the cosine measured, and the budget that judges by it."""
+    vectors = [o for o in result.accuracy if o.cosine_mean is not None and o.top1_agreement is None]
+    if not vectors:
+        return ""
+    worst = min(vectors, key=lambda o: o.cosine_mean or 0.0)
+    return (f"; embeddings are judged by direction: {worst.name} keeps a mean cosine of {worst.cosine_mean:.4f} "
+            "(--min-cosine C)")
 
 
 def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:

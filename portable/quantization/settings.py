@@ -9,27 +9,36 @@ from typing import Any
 from portable.errors import UsageError
 from portable.quantization.targets import TargetDefaults, target_defaults
 
-__all__ = ["DEFAULT_FLOOR", "EIGHT_BIT_TYPES", "METHODS", "Budgets", "Settings", "resolve_settings"]
+__all__ = ["DEFAULT_FLOOR", "EIGHT_BIT_TYPES", "LINEAR_OPS", "METHODS", "SCOPES", "Budgets", "Settings",
+           "resolve_settings"]
 
 EIGHT_BIT_TYPES = ("uint8", "int8")  # opset 18 holds no other integer Q/DQ type (PORT030)
 METHODS = ("minmax", "entropy", "percentile")
+# What is quantized: "all" (every op ONNX Runtime's QDQ quantizer takes), "linear" (the inputs and weights of
+# LINEAR_OPS only, SmoothQuant's W8A8 recipe: "we keep the activation of element-wise operators such as
+# Softmax and LayerNorm in FP16", Xiao et al., ICML 2023, section 4), "auto" ("linear" for a model with a
+# LayerNormalization on a target that takes float between layers, else "all")
+SCOPES = ("auto", "all", "linear")
+LINEAR_OPS = ("MatMul", "Gemm", "Conv", "Gather")  # Gather: an embedding table, int8 behind its DequantizeLinear
 
 
 @dataclass(frozen=True)
 class Budgets:
-    """Accuracy budgets: the least SQNR (dB) of every output, the most top-1 disagreement (%)."""
+    """Accuracy budgets: the least SQNR (dB) of every output, the most top-1 disagreement (%), the least mean
+    cosine of every output's vectors along its last axis (an encoder's token or sentence embeddings)."""
 
     min_sqnr_db: float | None = None
     max_top1_drop_pct: float | None = None
+    min_cosine: float | None = None  # the mean cosine of every output's last-axis vectors (embeddings)
     floor: bool = False  # True: no budget was given, these are the default floor (DEFAULT_FLOOR)
 
     @property
     def given(self) -> bool:
-        return not self.floor and (self.min_sqnr_db is not None or self.max_top1_drop_pct is not None)
+        return not self.floor and any(v is not None for v in (self.min_sqnr_db, self.max_top1_drop_pct, self.min_cosine))
 
     def to_dict(self) -> dict[str, Any]:
         return {"min_sqnr_db": self.min_sqnr_db, "max_top1_drop_pct": self.max_top1_drop_pct,
-                "default_floor": self.floor}
+                "min_cosine": self.min_cosine, "default_floor": self.floor}
 
 
 # With no budget given, a result below these is not written: 20 dB is a noise a tenth of the signal's
@@ -51,6 +60,15 @@ class Settings:
     from_user: tuple[str, ...] = ()  # names of the fields the user's flags set
     extra: dict[str, Any] = field(default_factory=dict)
     bias_correction: bool = True  # portable.quantization.correction before ONNX Runtime's quantizer
+    smoothing: bool = True  # portable.quantization.smoothing (LayerNorm -> MatMul) before it
+    float_islands: bool = True  # portable.quantization.islands: sentinel and outlier tensors left float
+    scope: str = "auto"  # SCOPES
+
+    def resolved_scope(self, op_types: set[str]) -> str:
+        """``scope`` with "auto" decided for a model of these op types."""
+        if self.scope != "auto":
+            return self.scope
+        return "linear" if self.target.float_between_layers and "LayerNormalization" in op_types else "all"
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target.name, "activations": self.activations, "weights": self.weights,
@@ -58,6 +76,7 @@ class Settings:
                 "exclude": list(self.exclude), "set_by_user": list(self.from_user),
                 "from_target": [k for k in ("activations", "weights", "per_channel") if k not in self.from_user],
                 "extra_options": dict(self.extra), "bias_correction": self.bias_correction,
+                "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
                 "target_defaults": self.target.to_dict()}
 
 
@@ -71,7 +90,8 @@ def _choice(flag: str, value: str | None, allowed: Sequence[str]) -> str | None:
 
 def resolve_settings(target: str | None = None, *, activations: str | None = None, weights: str | None = None,
                      per_channel: bool | None = None, method: str | None = None,
-                     exclude: Iterable[str] = (), bias_correction: bool = True) -> Settings:
+                     exclude: Iterable[str] = (), bias_correction: bool = True, smoothing: bool = True,
+                     float_islands: bool = True, scope: str | None = None) -> Settings:
     """The target's defaults with the user's flags on top (``None``: not given)."""
     base = target_defaults(target)
     activations_type = _choice("activation-type", activations, EIGHT_BIT_TYPES)
@@ -86,4 +106,5 @@ def resolve_settings(target: str | None = None, *, activations: str | None = Non
              **base.extra}
     return Settings(base, activations_type or base.activations, weights_type, bool(per_channel),
                     _choice("method", method, METHODS) or "minmax",
-                    tuple(dict.fromkeys(e for e in exclude if e)), given, extra, bool(bias_correction))
+                    tuple(dict.fromkeys(e for e in exclude if e)), given, extra, bool(bias_correction),
+                    bool(smoothing), bool(float_islands), _choice("scope", scope, SCOPES) or "auto")

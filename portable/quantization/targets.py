@@ -36,10 +36,14 @@ class TargetDefaults:
     weight_symmetric: bool
     source: str
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # float between int8 layers is fine: a transformer's element-wise ops may stay float (scope "linear",
+    # portable.quantization.settings); an NPU that wants an integer graph end to end says False
+    float_between_layers: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "activations": self.activations,
                 "weights": self.weights, "per_channel": self.per_channel,
+                "float_between_layers": self.float_between_layers,
                 "activation_symmetric": self.activation_symmetric, "weight_symmetric": self.weight_symmetric,
                 "extra_options": dict(self.extra), "source": self.source}
 
@@ -51,7 +55,9 @@ TARGETS: dict[str, TargetDefaults] = {t.name: t for t in (
         "inference' (onnxruntime 1.32): QUInt8 activations, QInt8 weights, reduce_range off with VNNI. It says "
         "per_channel=False 'gives the best throughput on CPU'; portable takes per-channel weights, which ONNX "
         "Runtime's CPU kernels run, because per-tensor weights break trained convnets (EfficientNet-Lite0 on "
-        "real photographs: 4.5 dB SQNR per-tensor, 14.3 dB per-channel; docs/quantize.md)"),
+        "real photographs: 4.5 dB SQNR per-tensor, 14.3 dB per-channel; docs/quantize.md). Float between "
+        "layers: its CPU kernels fuse DequantizeLinear -> MatMul with a float output (MatMulIntegerToFloat)",
+        float_between_layers=True),
     TargetDefaults(
         "qnn", "Qualcomm QNN HTP (ONNX Runtime's QNN EP)", "uint8", "uint8", False, False, False,
         "onnxruntime/quantization/execution_providers/qnn/quant_config.py, get_qnn_qdq_config's defaults "
@@ -71,12 +77,14 @@ TARGETS: dict[str, TargetDefaults] = {t.name: t for t in (
         "openvinotoolkit/nncf nncf/common/hardware/configs/cpu.json @ 033300cb (weights q8_w_sym: int8 "
         "symmetric -128..127, per-channel; activations q8_a: per-tensor) and the POT/NNCF 'performance' "
         "preset, the default: 'symmetric quantization of weights and activations' "
-        "(docs.openvino.ai, DefaultQuantization parameters)"),
+        "(docs.openvino.ai, DefaultQuantization parameters); for transformers NNCF's ModelType.TRANSFORMER leaves "
+        "element-wise ops and LayerNorm float", float_between_layers=True),
     TargetDefaults(
         "tensorrt", "TensorRT (ONNX Runtime's TensorRT EP)", "int8", "int8", True, True, True,
         "onnxruntime/quantization/quantize.py, quantize_static's docstring (onnxruntime 1.32): 'use "
         "symmetric QuantType.QInt8 for both activations and weights when targeting GPU/TRT'; TensorRT's "
-        "explicit quantization takes per-channel weight scales"),
+        "explicit quantization takes per-channel weight scales and runs the ops between Q/DQ pairs in float",
+        float_between_layers=True),
 )}
 
 
