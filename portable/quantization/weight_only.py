@@ -74,20 +74,26 @@ class WeightOnlyInt8Pass(ir.passes.InPlacePass):
         assert value.const_value is not None and value.name is not None
         weights = value.const_value.numpy().astype(np.float32)
         peak = np.abs(weights).max(axis=1 - axis)
-        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(_FLOATS[value.const_value.dtype])
+        # float32 scales whatever the weights' type: opset 18's DequantizeLinear outputs float32 only (a float16
+        # scale needs opset 19, PORT011), so a float16 weight is the float32 dequantized one Cast to float16
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
         shape = (1, -1) if axis == 1 else (-1, 1)
-        q = np.clip(np.rint(weights / scale.astype(np.float32).reshape(shape)), -127, 127).astype(np.int8)
-        name = value.name
+        q = np.clip(np.rint(weights / scale.reshape(shape)), -127, 127).astype(np.int8)
+        name, dtype = value.name, value.const_value.dtype
         q_value = ir.Value(name=f"{name}_int8", const_value=ir.tensor(q, name=f"{name}_int8"))
         s_value = ir.Value(name=f"{name}_scale", const_value=ir.tensor(scale, name=f"{name}_scale"))
-        node = ir.node("DequantizeLinear", [q_value, s_value], attributes={"axis": axis}, name=f"{name}_dequantize")
+        nodes = [ir.node("DequantizeLinear", [q_value, s_value], attributes={"axis": axis}, name=f"{name}_dequantize")]
+        if dtype != ir.DataType.FLOAT:
+            nodes.append(ir.node("Cast", [nodes[0].outputs[0]], attributes={"to": dtype}, name=f"{name}_cast"))
+            nodes[0].outputs[0].name, nodes[0].outputs[0].dtype = f"{name}_dequantized", ir.DataType.FLOAT
         graph.register_initializer(q_value)
         graph.register_initializer(s_value)
-        graph.insert_before(graph.node(0), node)
-        ir.convenience.replace_all_uses_with(value, node.outputs[0])
+        for node in reversed(nodes):
+            graph.insert_before(graph.node(0), node)
+        ir.convenience.replace_all_uses_with(value, nodes[-1].outputs[0])
         graph.initializers.pop(name)
-        node.outputs[0].name = name
-        node.outputs[0].dtype, node.outputs[0].shape = value.const_value.dtype, ir.Shape(weights.shape)
+        nodes[-1].outputs[0].name = name
+        nodes[-1].outputs[0].dtype, nodes[-1].outputs[0].shape = dtype, ir.Shape(weights.shape)
 
 
 @dataclass(frozen=True)

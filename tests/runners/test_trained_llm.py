@@ -269,7 +269,7 @@ def test_an_empty_prompt_a_prompt_over_the_context_and_a_bf16_pair_are_refused_b
     assert not list(tmp_path.iterdir())
 
 
-def test_an_fp16_pair_of_the_trained_layers_is_proven_at_half_the_size(smol, tmp_path):
+def test_an_fp16_pair_of_the_trained_layers_is_proven_at_half_the_size(smol, tmp_path, cli):
     """``--precision fp16``: the export proves the pair against the model in fp16, at fp16's tolerance."""
     from portable.exporters.textgen import export_text_generation_spec
 
@@ -280,3 +280,19 @@ def test_an_fp16_pair_of_the_trained_layers_is_proven_at_half_the_size(smol, tmp
     assert proof["passed"] and proof["texts"]["onnxruntime"] == proof["texts"]["torch-eager"], half.proof.message()
     size = lambda r: r.prefill.path.stat().st_size + r.decode.path.stat().st_size  # noqa: E731
     assert size(half) < 0.51 * size(result) and half.manifest["precision"] == "fp16"
+    # and weight-only on it (the way out PORT010 names for a model too big in fp32): float32 scales behind opset
+    # 18's DequantizeLinear, then a Cast to float16 (a float16 scale needs opset 19: PORT011 refused it)
+    import json
+
+    import onnx
+
+    run = cli("quantize", str(half.manifest_path), "-o", str(tmp_path / "smol16-w8"), "--weight-only", "--format", "json")
+    assert run.exit_code == 0, run.output[-2000:]
+    done = json.loads(run.stdout)["weight_only"]
+    count = done["quantized_initializers"]  # 2 layers' 7 projections (fp16 leaves q/k/v apart) and the head
+    assert done["bytes_after"] < 0.6 * done["bytes_before"] and count >= 9
+    for path in done["files"]:
+        graph = onnx.load(path).graph
+        scales = [i for i in graph.initializer if i.name.endswith("_scale")]
+        assert len(scales) == count and {i.data_type for i in scales} == {onnx.TensorProto.FLOAT}
+        assert sum(n.op_type == "Cast" and n.name.endswith("_cast") for n in graph.node) == count
