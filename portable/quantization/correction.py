@@ -33,7 +33,7 @@ from onnx import numpy_helper
 from portable.quantization.data import Samples
 from portable.quantization.settings import Settings
 
-__all__ = ["BiasCorrection", "correct_biases"]
+__all__ = ["BiasCorrection", "correct_biases", "ort_rounded"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def _input_means(proto: onnx.ModelProto, tensors: list[str], calibration: Sample
     return {name: sums[name] / counts[name] for name in tensors}
 
 
-def _rounded(weight: np.ndarray, settings: Settings, axis: int | None) -> np.ndarray:
+def ort_rounded(weight: np.ndarray, settings: Settings, axis: int | None) -> np.ndarray:
     """``weight`` as ONNX Runtime's quantizer will round it, dequantized (per channel on ``axis``)."""
     from onnxruntime.quantization.quant_utils import QuantType, quantize_data
 
@@ -110,9 +110,9 @@ def _shift(node: onnx.NodeProto, weight: np.ndarray, mean: np.ndarray, settings:
     if node.op_type == "Gemm":
         trans_b = bool(_attribute(node, "transB", 0))
         axis = (0 if trans_b else 1) if settings.per_channel else None
-        delta = _rounded(weight, settings, axis) - weight
+        delta = ort_rounded(weight, settings, axis) - weight
         return np.asarray(delta @ mean if trans_b else mean @ delta)
-    delta = _rounded(weight, settings, 0 if settings.per_channel else None) - weight
+    delta = ort_rounded(weight, settings, 0 if settings.per_channel else None) - weight
     groups = int(_attribute(node, "group", 1))
     out_channels, group_in = delta.shape[:2]
     per_pair = delta.reshape(out_channels, group_in, -1).sum(axis=2)  # [out, in of its group]
