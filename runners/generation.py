@@ -45,6 +45,7 @@ class PairFiles:
     prefill: Path
     decode: Path
     quantization: dict[str, Any] | None = None  # the manifest's, for a weight-only int8 pair (judged by budgets)
+    precision: str = "fp32"  # the manifest's: fp16 pairs are compared with the model in fp16, as the export proved them
 
     @classmethod
     def find(cls, path: str | Path) -> PairFiles:
@@ -67,7 +68,7 @@ class PairFiles:
             content = json.loads(path.read_text())
             graphs = content["graphs"]
             pair = cls(path.with_name(graphs["prefill"]["file"]), path.with_name(graphs["decode"]["file"]),
-                       content.get("quantization"))
+                       content.get("quantization"), str(content.get("precision") or "fp32"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"not a text-generation manifest: {type(exc).__name__}: {exc}", path=str(path)) from None
         pair.check()

@@ -68,11 +68,17 @@ def compare_text_generation(pair: str | Path | PairFiles, model: Any, *, tokens:
     setup = {"seed": None if text and text.prompt is not None else seed, "tokens": tokens,
              "prompt_length": prompt.shape[1], "context": session.geometry.context,
              "prefill_tokens": session.geometry.prefill_tokens, "float64": exact.note, "device": device,
-             "cuda_graph": cuda_graph}
+             "cuda_graph": cuda_graph, "reference_precision": _precision_of(model)}
     report = _report(files, prompt, ours, comparisons, latency, setup)
     if files.quantization:  # a weight-only pair: its logits move by design, the text's budgets judge it
         report = replace(report, judged_by="budgets")
     return _with_text(report, session, model, text, say) if text is not None else report
+
+
+def _precision_of(model: Any) -> str:
+    """The reference's own floating type, as the export names it (fp32, fp16, bf16)."""
+    dtype = str(next((p.dtype for p in model.parameters() if p.is_floating_point()), "torch.float32"))
+    return {"torch.float16": "fp16", "torch.bfloat16": "bf16"}.get(dtype, "fp32")
 
 
 def _pair_session(files: PairFiles, device: str, cuda_graph: bool = False) -> PairSession:
@@ -167,7 +173,8 @@ def _with_text(report: GenerationReport, session: PairSession, model: Any, text:
     forced = None
     if text.teacher is not None:
         say(f"teacher forcing over {text.teacher.shape[1]} tokens of text (ONNX Runtime and PyTorch)")
-        forced = teacher_forced(session, model, text.teacher, Budgets.of(report.judged_by == "budgets", *text.budgets))
+        budgets = Budgets.of(report.judged_by == "budgets", *text.budgets, precision=_precision_of(model))
+        forced = teacher_forced(session, model, text.teacher, budgets)
     return replace(report, texts=texts, teacher_forced=forced)
 
 

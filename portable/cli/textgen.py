@@ -139,6 +139,16 @@ def _check_weight_only(o: TextGenCompareOptions) -> None:
         raise UsageError("a weight-only pair is judged by budgets on real text: give --text FILE (docs/llm.md)")
 
 
+def _at_pair_precision(module: Any, pair: str) -> Any:
+    """The reference at the pair's precision (its manifest's), as the export's proof held it: an fp16 pair
+    against the fp32 model differs by fp16's own rounding at every step, which is not a fault of the pair."""
+    from portable.exporters.job import convert_precision
+    from portable.runners.generation import PairFiles
+
+    converted, _ = convert_precision(module, (), PairFiles.find(pair).precision)
+    return converted
+
+
 def compare_text_generation(o: TextGenCompareOptions) -> None:
     """Greedy tokens and logits, ORT CPU against the model's own generate (eager and compiled), and the
     generation latency; exit 0 or 1."""
@@ -157,8 +167,9 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
     from portable.runners.textgen import text_for
 
     text = text_for(loaded, loaded.module, o.prompt, o.text, o.budgets())
+    module = _at_pair_precision(loaded.module, o.model)
     with progress(o.quiet) as say:
-        report = run(o.model, loaded.module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
+        report = run(o.model, module, tokens=o.tokens, prompt_length=o.prompt_length, seed=o.seed,
                      compile=not o.no_compile, tolerances=tolerances, timing=timing, progress=say, text=text,
                      device=o.device or "cpu", cuda_graph=cuda_graph)
     emit(json.dumps(report.to_dict(), indent=2) + "\n" if o.fmt == "json" else render_text(report), o.output)

@@ -296,3 +296,6 @@ def test_an_fp16_pair_of_the_trained_layers_is_proven_at_half_the_size(smol, tmp
         scales = [i for i in graph.initializer if i.name.endswith("_scale")]
         assert len(scales) == count and {i.data_type for i in scales} == {onnx.TensorProto.FLOAT}
         assert sum(n.op_type == "Cast" and n.name.endswith("_cast") for n in graph.node) == count
+    # compare holds the fp16 pair to the model in fp16, as the export's proof did (against fp32: fp16's rounding)
+    run, data = _compare_w8(cli, str(half.manifest_path))
+    assert run.exit_code == 0 == data["exit_code"] and data["setup"]["reference_precision"] == "fp16", run.output[-3000:]
