@@ -245,6 +245,14 @@ def _prove(graphs: dict[str, ExportResult], model: Any, plan: _Plan, reports: tu
     return proof
 
 
+def _proof_record(proof: GenerationReport | None, entries: dict[str, Any]) -> dict[str, Any] | None:
+    """The proof as the manifest keeps it: the graphs named by their written files, not the staged ones the
+    proof ran on (a staging folder that is gone once the pair is in place)."""
+    if proof is None:
+        return None
+    return {**proof.to_dict(), **{role: entries[role]["file"] for role in ("prefill", "decode")}}
+
+
 def _manifest(plan: _Plan, graphs: dict[str, ExportResult], reports: tuple[ValidationReport, ...],
               proof: GenerationReport | None, phases: Phases, spec: str | None, shape: Any) -> dict[str, Any]:
     """The one manifest of the pair: both graphs' own manifests, the shared weights, the cache, the host loop."""
@@ -260,7 +268,7 @@ def _manifest(plan: _Plan, graphs: dict[str, ExportResult], reports: tuple[Valid
             "cache": {"layers": shape.layers, "shape": ["batch" if plan.batch == "dynamic" else plan.batch,
                                                         shape.heads, shape.context, shape.head_dim],
                       "dtype": entries["decode"]["inputs"][-1]["dtype"], "outputs": "whole cache"},
-            "host_loop": HOST_LOOP, "graphs": entries, "proof": proof.to_dict() if proof else None,
+            "host_loop": HOST_LOOP, "graphs": entries, "proof": _proof_record(proof, entries),
             "versions": versions(), "timings": dict(phases.timings)}
 
 

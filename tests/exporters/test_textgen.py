@@ -58,6 +58,7 @@ def test_the_manifest_names_both_graphs_the_shared_weights_and_the_proof(tiny_ll
     assert proof["passed"] and proof["comparisons"][0]["reference"] == "torch-eager"
     assert proof["tokens"] == proof["comparisons"][0]["tokens"] and len(proof["tokens"][0]) == 16
     assert proof["distinct_tokens"] > 4 and not proof["warnings"]
+    assert (proof["prefill"], proof["decode"]) == ("llama.prefill.onnx", "llama.decode.onnx")  # not the staged files
 
 
 def test_a_dynamic_batch_pair_is_proven_at_another_batch(tmp_path):
