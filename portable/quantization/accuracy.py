@@ -46,11 +46,10 @@ def cosine_mean(expected: np.ndarray, actual: np.ndarray) -> float:
     """The mean cosine between the vectors along the last axis (an all-zero pair counts as 1, one zero as 0)."""
     e = np.asarray(expected, dtype=np.float64).reshape(-1, expected.shape[-1])
     a = np.asarray(actual, dtype=np.float64).reshape(-1, expected.shape[-1])
-    norms = np.linalg.norm(e, axis=1) * np.linalg.norm(a, axis=1)
-    both_zero = (np.linalg.norm(e, axis=1) == 0) & (np.linalg.norm(a, axis=1) == 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cos = np.where(norms > 0, (e * a).sum(1) / np.where(norms > 0, norms, 1.0), 0.0)
-    return float(np.mean(np.where(both_zero, 1.0, cos)))
+    e_norm, a_norm = np.linalg.norm(e, axis=1), np.linalg.norm(a, axis=1)
+    norms = e_norm * a_norm
+    cos = (e * a).sum(1) / np.where(norms > 0, norms, 1.0)
+    return float(np.mean(np.where((e_norm == 0) & (a_norm == 0), 1.0, np.where(norms > 0, cos, 0.0))))
 
 
 def _vectors(array: np.ndarray) -> bool:

@@ -5,13 +5,14 @@ channel of the last axis (a transformer's hidden dimension).
 Hand-written: ONNX Runtime's calibrators keep one min/max (or one histogram) per tensor, not per channel,
 and hold them inside ``quantize_static``; the passes need per-channel figures of the float model before it.
 One float run over the calibration samples, the chosen tensors added as graph outputs (what ONNX Runtime's
-calibrators do too), reduced batch by batch so no activation is kept.
+calibrators do too), reduced batch by batch so no activation is kept (``calibration_outputs``, which bias
+correction's input means read as well).
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import onnx
 
 from portable.quantization.data import Samples
 
-__all__ = ["TensorRange", "float_tensors", "tensor_ranges"]
+__all__ = ["TensorRange", "calibration_outputs", "float_tensors", "tensor_ranges"]
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,22 @@ def float_tensors(proto: onnx.ModelProto) -> dict[str, int]:
             if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT and v.type.tensor_type.HasField("shape")}
 
 
-def _augmented(proto: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
+def calibration_outputs(proto: onnx.ModelProto, calibration: Samples, names: list[str],
+                        what: str = "the float model") -> Iterator[dict[str, np.ndarray]]:
+    """``names`` (intermediate tensors added as graph outputs, as ONNX Runtime's calibrators do) for each
+    calibration batch, from one ONNX Runtime CPU session of ``proto``."""
+    from portable.quantization.speed import cpu_session
+
     augmented = onnx.ModelProto()
     augmented.CopyFrom(proto)
     have = {o.name for o in augmented.graph.output}
     augmented.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in names if t not in have)
-    return augmented
+    with tempfile.TemporaryDirectory(prefix="portable-activations-") as tmp:
+        path = Path(tmp) / "augmented.onnx"
+        onnx.save(augmented, str(path))
+        session = cpu_session(path, what)
+        for feeds in calibration.batches():
+            yield dict(zip(names, session.run(names, feeds)))
 
 
 def _reduce(value: np.ndarray) -> np.ndarray:
@@ -62,19 +73,12 @@ def _reduce(value: np.ndarray) -> np.ndarray:
 
 def tensor_ranges(proto: onnx.ModelProto, calibration: Samples, names: Iterable[str]) -> dict[str, TensorRange]:
     """``names``' ranges over every calibration batch of the float model ``proto``."""
-    from portable.quantization.speed import cpu_session
-
     wanted = list(dict.fromkeys(names))
-    if not wanted:
-        return {}
-    ranks = float_tensors(proto)
-    with tempfile.TemporaryDirectory(prefix="portable-ranges-") as tmp:
-        path = Path(tmp) / "augmented.onnx"
-        onnx.save(_augmented(proto, wanted), str(path))
-        session = cpu_session(path, "the float model")
-        channels: dict[str, np.ndarray] = {}
-        for feeds in calibration.batches():
-            for name, value in zip(wanted, session.run(wanted, feeds)):
-                reduced = _reduce(value)
-                channels[name] = reduced if name not in channels else np.maximum(channels[name], reduced)
-    return {name: TensorRange(name, ranks.get(name, -1), float(c.max(initial=0.0)), c) for name, c in channels.items()}
+    channels: dict[str, np.ndarray] = {}
+    ranks: dict[str, int] = {}
+    for batch in calibration_outputs(proto, calibration, wanted) if wanted else ():
+        for name, value in batch.items():
+            reduced = _reduce(value)
+            channels[name] = reduced if name not in channels else np.maximum(channels[name], reduced)
+            ranks[name] = np.ndim(value)
+    return {name: TensorRange(name, ranks[name], float(c.max(initial=0.0)), c) for name, c in channels.items()}

@@ -19,11 +19,9 @@ PyTorch/TensorFlow library, not an ONNX pass).
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,23 +66,15 @@ def _layers(proto: onnx.ModelProto) -> tuple[list[onnx.NodeProto], int]:
 
 def _input_means(proto: onnx.ModelProto, tensors: list[str], calibration: Samples) -> dict[str, np.ndarray]:
     """Each tensor's mean per channel (axis 1) over the calibration samples, from the float model."""
-    from portable.quantization.speed import cpu_session
+    from portable.quantization.activations import calibration_outputs
 
-    augmented = onnx.ModelProto()
-    augmented.CopyFrom(proto)
-    have = {o.name for o in augmented.graph.output}
-    augmented.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in tensors if t not in have)
-    with tempfile.TemporaryDirectory(prefix="portable-bias-") as tmp:
-        path = Path(tmp) / "augmented.onnx"
-        onnx.save(augmented, str(path))
-        session = cpu_session(path, "the float model")
-        sums: dict[str, np.ndarray] = {}
-        counts: dict[str, int] = {}
-        for feeds in calibration.batches():
-            for name, value in zip(tensors, session.run(tensors, feeds)):
-                flat = np.moveaxis(np.asarray(value, dtype=np.float64), 1, 0).reshape(value.shape[1], -1)
-                sums[name] = sums.get(name, 0.0) + flat.sum(axis=1)
-                counts[name] = counts.get(name, 0) + flat.shape[1]
+    sums: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    for batch in calibration_outputs(proto, calibration, tensors):
+        for name, value in batch.items():
+            flat = np.moveaxis(np.asarray(value, dtype=np.float64), 1, 0).reshape(value.shape[1], -1)
+            sums[name] = sums.get(name, 0.0) + flat.sum(axis=1)
+            counts[name] = counts.get(name, 0) + flat.shape[1]
     return {name: sums[name] / counts[name] for name in tensors}
 
 

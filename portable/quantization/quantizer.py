@@ -138,17 +138,16 @@ def _corrected(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
     return corrected
 
 
-def prepare(source: Path, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
-    """The passes before ONNX Runtime's quantizer, in order: smoothing, float islands, bias correction."""
-    proto = onnx.load(str(source))
+def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
+    """The passes before ONNX Runtime's quantizer on ``proto`` (``source`` as loaded, weights inline), in order:
+    smoothing, float islands, bias correction."""
     passes: dict[str, Any] = {"scope": settings.resolved_scope({n.op_type for n in proto.graph.node})}
     smoothed, restoring = _smoothed(proto, settings, calibration, passes)
     island_nodes, output_ops = _islands(smoothed, settings, calibration, passes)
     corrected = _corrected(smoothed, settings, calibration, passes)
-    if corrected is proto:
-        return Prepared(source, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
-    path = folder / "prepared-float.onnx"
-    onnx.save(corrected, str(path))
+    path = source if corrected is proto else folder / "prepared-float.onnx"
+    if corrected is not proto:
+        onnx.save(corrected, str(path))
     return Prepared(path, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
 
 
@@ -164,7 +163,7 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Qua
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
         prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
         try:
-            ready = prepare(source, settings, calibration, Path(tmp))
+            ready = prepare(source, proto, settings, calibration, Path(tmp))
             quant_pre_process(str(ready.path), str(prepared), skip_optimization=True)
             quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
         except (UsageError, InternalError):

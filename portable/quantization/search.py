@@ -101,6 +101,7 @@ def search(source: Path, settings: Settings, budgets: Budgets, calibration: Samp
             accuracy = measure(source, _trial(source, current, calibration, folder), held_out)
             if _holds(budgets, accuracy):
                 return SearchResult(current, (*kept, name), len(tried) + 1, True)
-            if _margin(budgets, accuracy) > best:
-                kept, best = [*kept, name], _margin(budgets, accuracy)
+            margin = _margin(budgets, accuracy)
+            if margin > best:
+                kept, best = [*kept, name], margin
         return SearchResult(settings, (), len(tried) + 1, False, tuple(tried))

@@ -70,9 +70,13 @@ def _norm_ok(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) -> bo
 def _sites(proto: onnx.ModelProto) -> list[_Site]:
     constants = _single_use(proto)
     outputs = {o.name for o in proto.graph.output}
+    readers_of: dict[str, list[onnx.NodeProto]] = {}
+    for node in proto.graph.node:
+        for name in dict.fromkeys(node.input):
+            readers_of.setdefault(name, []).append(node)
     sites = []
     for norm in (n for n in proto.graph.node if _norm_ok(n, constants) and n.output[0] not in outputs):
-        readers = [n for n in proto.graph.node if norm.output[0] in n.input]
+        readers = readers_of.get(norm.output[0], [])
         width = numpy_helper.to_array(constants[norm.input[1]]).size
         matmuls = tuple(n for n in readers if n.op_type == "MatMul" and n.input[0] == norm.output[0]
                         and n.input[1] in constants and tuple(constants[n.input[1]].dims)[:1] == (width,)

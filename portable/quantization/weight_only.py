@@ -29,7 +29,7 @@ from portable.errors import FindingsError, UsageError
 __all__ = ["MIN_ELEMENTS", "WeightOnlyInt8Pass", "WeightOnlyResult", "quantize_pair"]
 
 MIN_ELEMENTS = 4096  # smaller weights (norms, biases, rotary tables) stay float: they cost nothing
-_FLOATS = {ir.DataType.FLOAT: np.float32, ir.DataType.FLOAT16: np.float16}
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})
 
 
 def _axis(value: ir.Value) -> int | None:

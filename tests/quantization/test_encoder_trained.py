@@ -99,9 +99,10 @@ def test_the_floor_refuses_by_sqnr_and_a_cosine_budget_writes_the_encoder(cli, m
 
 def test_a_cosine_budget_given_twice_or_out_of_range_is_a_usage_error(cli, minilm, tmp_path) -> None:
     model, cal, _ = minilm
-    for extra in (("--min-cosine", "0.9", "--min-cosine", "0.95"), ("--min-cosine", "1.5")):
+    for extra, why in ((("--min-cosine", "0.9", "--min-cosine", "0.95"), "give it once"),
+                       (("--min-cosine", "1.5"), "a cosine, -1 to 1")):
         result = cli("quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--calibration", str(cal), *extra)
-        assert result.exit_code == 2 and "--min-cosine" in result.output and not (tmp_path / "q.onnx").exists()
+        assert result.exit_code == 2 and why in result.output and not (tmp_path / "q.onnx").exists(), result.output
 
 
 def test_every_op_int8_breaks_the_encoder_unless_the_mask_and_outliers_stay_float(minilm, tmp_path) -> None:
