@@ -55,9 +55,13 @@ def test_oversized_export_writes_nothing(tmp_path):
 
 KILLED = """
 import os, signal, sys, time
-# Ctrl-C as at a terminal: a child of a background job (`cmd &` in a script, as CI may run) inherits SIGINT
-# ignored, and Python then keeps it ignored; the SIGINT case would wait out the stall instead
+# Ctrl-C and SIGTERM as at a terminal. A child of a background job (`cmd &` in a script, as CI may run)
+# inherits SIGINT ignored, and Python then keeps it ignored; a harness may also start the suite with both
+# signals blocked (the mask is inherited through exec, and a handler does not unblock it: CI's run showed
+# SIGTERM and SIGINT waiting out the stall, reproduced here by blocking them before pytest). Either way the
+# signal would never reach the export, which then finishes its write: not the case under test.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 def stall(fd):  # the bytes are in the temporary file; hold here until the test signals
     print("WRITING", flush=True)
     time.sleep(120)
