@@ -22,6 +22,11 @@ __all__ = ["StagedWrite", "atomic_write_bytes", "atomic_write_text", "check_writ
 
 CHUNK = 8 * 1024**2
 ABANDON_WAIT_S = 1.0  # how long a check that failed waits for the writer before removing its file
+# The main thread waits for the writer in slices this long. The kernel may deliver SIGTERM or SIGINT to
+# the writer thread (whichever thread does not block it); Python then runs the handler in the main
+# thread only when that thread is back in the interpreter, and a wait without a timeout never returns
+# before the fsync does, however slow the disk.
+WAIT_SLICE_S = 0.1
 
 
 @contextlib.contextmanager
@@ -117,7 +122,8 @@ class StagedWrite:
         reads the file itself. Raises what the writer met."""
         if not self._tail_given.is_set():
             raise RuntimeError("StagedWrite.readable: the announced tail was never appended")
-        self._written.wait()
+        while not self._written.wait(WAIT_SLICE_S):
+            pass
         if self._error is not None:
             raise self._error
         return self.tmp
@@ -147,7 +153,8 @@ class StagedWrite:
         """Wait for the bytes to be on disk, then rename them onto the target."""
         if not self._tail_given.is_set():
             raise RuntimeError("StagedWrite.commit: the announced tail was never appended")
-        self._thread.join()
+        while self._thread.is_alive():
+            self._thread.join(WAIT_SLICE_S)
         if self._error is not None:
             raise self._error
         os.replace(self.tmp, self.path)
