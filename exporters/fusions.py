@@ -53,7 +53,23 @@ def _gelu_half_inside(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half
 
 def _gelu_in_ort_order(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
     """``(x * (erf(x / √2) + 1)) * 0.5``: the same constants, the halving last."""
-    return op.Mul(op.Mul(x, op.Add(op.Erf(op.Div(x, root2)), one)), half)
+    scaled = op.Div(x, root2)
+    erf = op.Erf(scaled)
+    plus = op.Add(erf, one)
+    product = op.Mul(x, plus)
+    out = op.Mul(product, half)
+    _shaped_like(x, (scaled, erf, plus, product, out), (root2, one, half))
+    return out
+
+
+def _shaped_like(x: ir.Value, values: tuple[ir.Value, ...], constants: tuple[ir.Value, ...]) -> None:
+    """Give the new element-wise values ``x``'s shape and type (one-element constants no wider than ``x``
+    broadcast to it). Without them, shape inference later names a fresh batch symbol (``unk__17``) on
+    them, and targets of fixed sizes call those nodes unfixed (docs/zoo.md's coreml and nnapi columns)."""
+    if x.shape is None or any(c.shape is None or len(c.shape) > len(x.shape) for c in constants):
+        return
+    for value in values:
+        value.shape, value.type = ir.Shape(list(x.shape)), x.type
 
 
 # ORT's GeluFusion takes √2 or the 1.4142099618911743 some BERT exports carry (gelu_fusion.cc)
