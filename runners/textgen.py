@@ -194,10 +194,11 @@ class _Float64:
                  say: Progress) -> None:
         self.model, self.prompt, self.ours, self.say = model, prompt, ours, say
         given = table is not None and table.given
-        float32 = bool(ours.logits) and ours.logits[0].dtype == np.float32
-        self.applies = float32 and not given
+        # float16 logits too: the reference is then the model in float16, and float64 runs those same weights
+        floating = bool(ours.logits) and ours.logits[0].dtype in (np.float32, np.float16)
+        self.applies = floating and not given
         self.note = "not needed" if self.applies else ("--atol/--rtol as given (no float64 calibration)" if given
-                                                       else "default tolerances only (float32 logits only)")
+                                                       else "default tolerances only (float32 and float16 logits only)")
         self._logits: tuple[np.ndarray, ...] | None = None
 
     def logits(self) -> tuple[np.ndarray, ...] | None:

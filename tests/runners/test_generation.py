@@ -78,6 +78,24 @@ def test_a_step_beyond_the_tolerance_passes_within_the_float64_noise_floor_and_o
     assert not far.passed and far.first_logits_beyond == 1 and "allowed 4x" in far.message()
 
 
+def test_float16_logits_are_judged_by_the_float64_noise_floor_too(tiny_llm_pair):
+    """An fp16 pair's steps beyond fp16's tolerance are judged against the model in float64 as fp32's are (the whole
+    trained SmolLM2 in fp16 was refused at step 1: 3.99 off eager fp16, whose own error there is 3.7 and ONNX
+    Runtime's 0.33, docs/llm.md); the float64 logits are the model's on ONNX Runtime's tokens."""
+    from portable.runners.textgen import _Float64
+
+    result, model = tiny_llm_pair
+    prompt = prompt_ids(1, 20, 512, seed=0)
+    ours = PairSession(PairFiles.find(result.manifest_path)).generate(prompt, 4)
+    half = Trace(ours.runner, ours.tokens, tuple(step.astype(np.float16) for step in ours.logits))
+    floor = _Float64(model, prompt, half, None, lambda *_: None)
+    exact = floor.logits()
+    assert floor.applies and exact is not None and len(exact) == 4 and "ran" in floor.note
+    assert max(float(np.abs(e - o).max()) for e, o in zip(exact, ours.logits)) < 1e-4
+    integers = Trace(ours.runner, ours.tokens, tuple(step.astype(np.int32) for step in ours.logits))
+    assert not _Float64(model, prompt, integers, None, lambda *_: None).applies
+
+
 def test_a_decode_graph_of_another_model_diverges_after_the_prefill(tiny_llm_pair, tmp_path):
     """The prefill graph is right, the decode graph is another model's: step 0 agrees, step 1 does not."""
     from portable.exporters.textgen import export_text_generation_spec
