@@ -1,11 +1,21 @@
-"""Fixtures shared by the tests (a rule fixture on disk, the CLI in-process), and the gpu marker's skip."""
+"""Fixtures shared by the tests (a rule fixture on disk, the CLI in-process), and the gpu marker's skip.
+
+transformers imports torchvision when it is installed (``make zoo-venv``); PyPI's torchvision is a CUDA
+build whose ops do not load beside the CPU torch, so they are defined first, as the zoo's harness does
+(without them every transformers model fails: "Could not import module 'LlamaConfig'")."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 from support import rule_fixtures, save
+
+if importlib.util.find_spec("torchvision") is not None:
+    from bench.zoo.tvops import register_torchvision_ops  # the root is on pytest's pythonpath
+
+    register_torchvision_ops()
 
 
 @pytest.fixture

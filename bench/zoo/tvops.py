@@ -48,7 +48,7 @@ def register_torchvision_ops() -> None:
     """Define ``torchvision::nms``/``qnms`` unless torchvision's own compiled ops can provide them."""
     import torch
 
-    if _LIBRARY or _has_compiled_ops():
+    if _LIBRARY or _defined() or _has_compiled_ops():
         return
     library = torch.library.Library("torchvision", "DEF")
     library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
@@ -56,6 +56,17 @@ def register_torchvision_ops() -> None:
     library.impl("nms", nms_reference, "CompositeExplicitAutograd")
     library.impl("qnms", _qnms, "CompositeExplicitAutograd")
     _LIBRARY.append(library)
+
+
+def _defined() -> bool:
+    """Whether ``torchvision::nms`` exists already (this file loaded once more under another name: a SPEC
+    that imports it by path, beside the tests' ``bench.zoo.tvops``)."""
+    import torch
+
+    try:
+        return torch.ops.torchvision.nms is not None
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _has_compiled_ops() -> bool:

@@ -1,23 +1,12 @@
-"""A small CNN exported once per session (the fixture models' ResNet-like network), and a quick timing.
-
-transformers imports torchvision when it is installed (``make zoo-venv``); PyPI's torchvision is a CUDA
-build whose ops do not load beside the CPU torch, so they are defined first, as tests/zoo does."""
+"""A small CNN exported once per session (the fixture models' ResNet-like network), and a quick timing."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-if importlib.util.find_spec("torchvision") is not None:
-    sys.path.insert(0, str(ROOT))
-    from bench.zoo.tvops import register_torchvision_ops
-
-    register_torchvision_ops()
 
 
 @pytest.fixture(scope="session")

@@ -4,18 +4,10 @@ against ONNX Runtime's usability checker on the same file and table; ONNX Runtim
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
-
-if importlib.util.find_spec("torchvision") is not None:  # as tests/zoo/conftest.py: transformers imports it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from bench.zoo.tvops import register_torchvision_ops
-
-    register_torchvision_ops()
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
