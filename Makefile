@@ -75,7 +75,7 @@ $(ZOO_STAMP): $(STAMP)
 	touch $(ZOO_STAMP)
 
 zoo: $(ZOO_STAMP)
-	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY)) $(if $(LIVE_ONLY),--live-only)
+	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY)) $(if $(LIVE_ONLY),--live-only) $(if $(TARGETS_ONLY),--targets-only)
 
 # Runtimes beside ONNX Runtime (OpenVINO, tract) for `portable validate --target ... --live`; torch stays the CPU build.
 targets-venv: $(TARGETS_STAMP)

@@ -143,7 +143,7 @@ def parity(module: Any, args: Sequence[Any], path: Path, batches: Sequence[int] 
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k, batch in enumerate(batches):
         feeds = feeds_like(args, batch, seed=10 + k)
         with torch.no_grad():

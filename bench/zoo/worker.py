@@ -22,7 +22,7 @@ from bench.zoo import measure
 from bench.zoo.registry import Built, Entry, entries
 from bench.zoo.weights import live_weights
 
-__all__ = ["main", "run_entry"]
+__all__ = ["main", "run_entry", "run_live", "run_targets"]
 
 
 def _finding(f: Any) -> dict[str, Any]:
@@ -33,13 +33,14 @@ def _finding(f: Any) -> dict[str, Any]:
             "source": f"{source['file']}:{source['line']}" if source else None}
 
 
-def portable_export(built: Built, path: Path, batch: str | int) -> dict[str, Any]:
-    """``portable.export`` with verify: ok, timings, parity, or the refusal's findings."""
+def portable_export(built: Built, path: Path, batch: str | int, verify: bool = True) -> dict[str, Any]:
+    """``portable.export`` (with verify unless told): ok, timings, parity, or the refusal's findings."""
     import portable
 
     start = time.perf_counter()
     try:
-        result = portable.export(built.module, built.args, path, batch=batch, input_names=built.names, force=True)
+        result = portable.export(built.module, built.args, path, batch=batch, input_names=built.names, force=True,
+                                 verify=verify)
     except portable.ExportFailed as exc:
         errors = [_finding(f) for f in exc.report.failing()] or [_finding(f) for f in exc.report.findings]
         return {"ok": False, "seconds": _since(start), "kind": "refused", "message": str(exc), "findings": errors,
@@ -131,18 +132,40 @@ def run_live(entry: Entry, folder: Path, record: dict[str, Any]) -> dict[str, An
     return record
 
 
+def run_targets(entry: Entry, folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Only the offline targets of the dynamic file, into a cached ``record`` (``run --targets-only``): the
+    same seeded build and export as :func:`run_entry`, unverified (the record's verify stands), nothing else."""
+    import onnx
+
+    if not record.get("dynamic", {}).get("ok"):
+        return record  # no portable file: no targets row, as in run_entry
+    built = _built(entry)
+    path = folder / "dynamic.onnx"
+    export = portable_export(built, path, "dynamic", verify=False)
+    file = record["dynamic"].setdefault("file", {})
+    if not export["ok"]:
+        file["targets"] = {"error": f"the re-export failed: {export.get('message', '')[:200]}"}
+        return record
+    nodes = measure.count_ops(onnx.load(str(path)))["nodes"]
+    print(f"re-exported: {nodes} nodes (the record's file: {file.get('nodes')})", flush=True)
+    file["targets"] = _guard(lambda: measure.targets(path))
+    return record
+
+
 def _since(start: float) -> float:
     return round(time.perf_counter() - start, 3)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``NAME OUT.json [--live-only]``: with ``--live-only``, OUT.json is the cached record to add to."""
+    """``NAME OUT.json [--live-only | --targets-only]``: with either, OUT.json is the cached record to add to."""
     args = argv or sys.argv[1:]
     name, out = args[:2]
     (entry,) = entries(name)
     with tempfile.TemporaryDirectory(prefix=f"zoo-{name}-") as tmp:
         if "--live-only" in args:
             record = run_live(entry, Path(tmp), json.loads(Path(out).read_text()))
+        elif "--targets-only" in args:
+            record = run_targets(entry, Path(tmp), json.loads(Path(out).read_text()))
         else:
             record = run_entry(entry, Path(tmp))
     Path(out).write_text(json.dumps(record, indent=1, default=str) + "\n")
