@@ -82,8 +82,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
               help="Budget: the mean cosine between float and int8 vectors along each output's last axis (an "
                    "encoder's embeddings) at least C.")
 @click.option("--search-limit", type=click.IntRange(min=0), default=16, show_default=True,
-              help="With a budget: keep up to this many of the most sensitive nodes in float until it holds "
-                   "(0: no search).")
+              help="Keep up to this many of the most sensitive nodes in float until the budgets hold (with none "
+                   "given and --calibration data: the default goal, 20 dB and 5 % top-1; 0: no search).")
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
 @click.option("--smoothing/--no-smoothing", "smoothing", default=True, show_default=True,
@@ -309,17 +309,22 @@ def _passes(result: Any) -> list[str]:
     if corrected:
         lines.append(f"  bias correction: {corrected['corrected_layers']} Conv/Gemm layer(s) "
                      f"(largest mean shift taken out {corrected['largest_shift']:.3g})")
-    found = result.search
+    return lines + _search_lines(result)
+
+
+def _search_lines(result: Any) -> list[str]:
+    found, aim = result.search, ("the default goal (20 dB, 5 % top-1 disagreement)" if result.budgets.floor
+                                 else "the budgets")
     if found is not None and found.kept_float:
         state = "met" if found.met else "NOT met"
-        lines.append(f"  precision search: {len(found.kept_float)} node(s) kept in float, budgets {state} after "
-                     f"{found.trials} trial(s): {', '.join(found.kept_float)}")
-    elif found is not None and found.tried:
-        lines.append(f"  precision search: up to {len(found.tried)} node(s) in float did not meet the budgets; none "
-                     f"kept (tried {', '.join(found.tried)})")
-    elif found is not None:
-        lines.append("  precision search: every node int8 met the budgets")
-    return lines
+        return [f"  precision search: {len(found.kept_float)} node(s) kept in float, {aim} {state} after "
+                f"{found.trials} trial(s): {', '.join(found.kept_float)}"]
+    if found is not None and found.tried:
+        return [f"  precision search: up to {len(found.tried)} node(s) in float did not meet {aim}; none "
+                f"kept (tried {', '.join(found.tried)})"]
+    if found is not None:
+        return [f"  precision search: every node int8 met {aim}"]
+    return []
 
 
 def _db(value: float | None) -> str:
@@ -367,6 +372,6 @@ def _verdict(result: Any) -> str:
         lines += [f"  {f.rule_id} {f.location.describe()}: {f.message} (fix: {f.hint})" for f in result.findings]
         return "\n".join(lines)
     if result.budgets.floor:
-        return ("nothing written: below the default floor (20 dB SQNR, 90 % top-1 agreement); give a budget "
-                "(--min-sqnr/--max-top1-drop) to search, or --min-sqnr 0 to write it as it is")
+        return ("nothing written: below the default floor (20 dB SQNR, 90 % top-1 agreement); give a budget of "
+                "your own (--min-sqnr/--max-top1-drop/--min-cosine), or --min-sqnr 0 to write it as it is")
     return "nothing written: an accuracy budget is exceeded"

@@ -72,9 +72,11 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     output shaped ``[batch, classes]``) and ``min_cosine`` (the mean cosine of every output's last-axis
     vectors: an encoder's embeddings) are budgets; given one, the precision search keeps up to
     ``search_limit`` of the most sensitive nodes in float until they hold
-    (:mod:`portable.quantization.search`). With neither, the default floor applies
-    (:data:`portable.quantization.settings.DEFAULT_FLOOR`: 20 dB, 90 % top-1 agreement) and no
-    search runs. Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
+    (:mod:`portable.quantization.search`). With none, the default floor judges the result
+    (:data:`portable.quantization.settings.DEFAULT_FLOOR`: 20 dB, 90 % top-1 agreement); with real
+    ``calibration`` data, an all-int8 result that misses the default goal
+    (:data:`portable.quantization.settings.DEFAULT_GOAL`: 20 dB, 5 % top-1) runs the search toward it
+    first (``search_limit=0``: no search). Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
     (LayerNorm -> MatMul), ``float_islands`` keeps out the tensors of :mod:`portable.quantization.islands`
     (masking sentinels, outlier channels) and ``bias_correction`` runs :mod:`portable.quantization.correction`;
     ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.

@@ -41,6 +41,7 @@ from portable.quantization.plan import Plan
 from portable.quantization.quantizer import exclusions, quantize_file
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
 from portable.quantization.search import SearchResult
+from portable.quantization.settings import DEFAULT_GOAL
 from portable.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -71,8 +72,11 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     phases = Phases(quiet)
     phases.timings["load"] = round(time.perf_counter() - start, 4)
     plan, searched = _searched(plan, calibration, held_out, phases)
-    with phases.phase("quantize"), quiet_libraries():
-        quantized = quantize_file(plan.source, plan.settings, calibration)
+    if searched is not None and searched.quantized is not None:  # the search's own trial is the file
+        quantized = searched.quantized
+    else:
+        with phases.phase("quantize"), quiet_libraries():
+            quantized = quantize_file(plan.source, plan.settings, calibration)
     with terminate_as_interrupt(), contextlib.ExitStack() as stages:
         with phases.phase("validate"):
             staged = _stage(stages, quantized.proto, plan, _batch_stamp(proto), force)
@@ -85,13 +89,16 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
 
 
 def _searched(plan: Plan, calibration: Samples, held_out: Samples, phases: Phases) -> tuple[Plan, SearchResult | None]:
-    """The plan with the nodes the precision search keeps in float (a budget of the user's only)."""
-    if not plan.budgets.given or plan.search_limit < 1:
+    """The plan with the nodes the precision search keeps in float: toward the user's budgets, or, with none
+    given and real calibration data, toward the default goal (``DEFAULT_GOAL``; the floor judges the result).
+    Seeded calibration gets no search: its figures are random inputs', not the user's."""
+    if plan.search_limit < 1 or not (plan.budgets.given or plan.calibration is not None):
         return plan, None
     from portable.quantization.search import search
 
+    goal = plan.budgets if plan.budgets.given else DEFAULT_GOAL
     with phases.phase("search"), quiet_libraries():
-        found = search(plan.source, plan.settings, plan.budgets, calibration, held_out,
+        found = search(plan.source, plan.settings, goal, calibration, held_out,
                        _first(held_out, PER_NODE_SAMPLES), _accuracy, plan.search_limit)
     return replace(plan, settings=found.settings), found
 
@@ -287,8 +294,11 @@ def _budget_message(result: QuantizeResult) -> str:
         tries = [t for t, useful in (("--calibration with real samples", result.calibration.seeded),
                                      ("--per-channel", not result.settings.per_channel),
                                      ("--method percentile", result.settings.method == "minmax")) if useful]
-        return (f"{message}; try {', '.join([*tries, ''])}a budget (--min-sqnr/--max-top1-drop), which keeps the "
-                f"most sensitive nodes in float until it holds; --min-sqnr 0 writes the file as it is{_cosine_hint(result)}")
+        searched = (f"the precision search kept {len(result.search.kept_float)} of {len(result.search.tried)} node(s) "
+                    "tried in float and did not reach it (--search-limit N tries more); "
+                    if result.search is not None and result.search.tried else "")
+        return (f"{message}; {searched}try {', '.join([*tries, ''])}a budget (--min-sqnr/--max-top1-drop/--min-cosine) "
+                f"of your own; --min-sqnr 0 writes the file as it is{_cosine_hint(result)}")
     if result.search is not None:
         return (f"{message}; up to {len(result.search.tried)} of the most sensitive node(s) kept in float did not "
                 "meet it either (--search-limit N tries more)")

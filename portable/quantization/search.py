@@ -7,12 +7,14 @@ lead), then the rest by the per-node loss the report computes
 (:func:`portable.quantization.nodes.worst_nodes`: the SQNR of each tensor's own Q/DQ pair), and tried in
 float one more at a time, in that order (a node that makes the trial worse is put back), each trial
 quantized and measured again, until the budgets hold or ``limit`` nodes are float. The run then
-quantizes with those exclusions as if the user had given them (``--exclude node:NAME``), so the
-written file is the trial's. When ``limit`` nodes in float still miss the budgets, none is kept:
-keeping nodes in float need not help (ranked by their own pair's loss alone, 16 float nodes of
-EfficientNet-Lite0 gave 7.3 dB against the all-int8 15.1 dB: a float node between int8 ones adds a
-requantization each side), so the all-int8 result is
-the one judged, and the report names the nodes tried. Trials are quantized in a temporary folder; nothing is staged.
+takes the trial's quantized model as it is, with those exclusions in its settings as if the user had
+given them (``--exclude node:NAME``), so the written file is the trial's. When ``limit`` nodes in float
+still miss the budgets, the best trial is kept: only nodes that moved the worst budget closer are in it
+(keeping nodes in float need not help: ranked by their own pair's loss alone, 16 float nodes of
+EfficientNet-Lite0 gave 7.3 dB against the all-int8 15.1 dB, a float node between int8 ones adds a
+requantization each side), so it is never worse than all-int8; the run judges it (the user's budgets
+refuse it; with none given, the default floor may still take it) and the report names the nodes tried.
+Trials are quantized in a temporary folder; nothing is staged.
 
 One ranking, not a ranking per trial: the per-node analysis holds every activation of both models
 and costs more than a trial; the order it gives is the report's own, so what the search keeps in
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
 
 from portable.quantization.accuracy import OutputAccuracy, check_budgets
 from portable.quantization.data import Samples
+from portable.quantization.quantizer import Quantized
 from portable.quantization.settings import Budgets, Settings
 
 __all__ = ["SearchResult", "search"]
@@ -39,25 +42,28 @@ Measure = Callable[[Path, Path, Samples], tuple[OutputAccuracy, ...]]
 
 @dataclass(frozen=True)
 class SearchResult:
-    """The settings to quantize with, the nodes kept in float (in rank order) and the trials run."""
+    """The settings to quantize with, the nodes kept in float (in rank order), the trials run, and the
+    quantized model of those settings (the run writes it rather than quantizing again)."""
 
     settings: Settings
     kept_float: tuple[str, ...]
     trials: int
     met: bool
-    tried: tuple[str, ...] = ()  # not met: the nodes tried in float, none kept (the all-int8 file is judged)
+    tried: tuple[str, ...] = ()  # not met: the nodes tried in float (the best trial, ``kept_float``, is judged)
+    quantized: Quantized | None = field(default=None, compare=False, repr=False)
 
 
 def _holds(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> bool:
     return all(c.passed for c in check_budgets(budgets, accuracy))
 
 
-def _trial(source: Path, settings: Settings, calibration: Samples, folder: Path) -> Path:
+def _trial(source: Path, settings: Settings, calibration: Samples, folder: Path) -> tuple[Quantized, Path]:
     from portable.quantization.quantizer import quantize_file
 
     path = folder / "trial.onnx"
-    onnx.save(quantize_file(source, settings, calibration).proto, str(path))
-    return path
+    quantized = quantize_file(source, settings, calibration)
+    onnx.save(quantized.proto, str(path))
+    return quantized, path
 
 
 def _ranked(source: Path, settings: Settings, trial: Path, calibration: Samples, samples: Samples,
@@ -81,6 +87,10 @@ def _margin(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> float:
     return min((scale[c.budget] * (c.measured - c.limit) for c in checks), default=0.0)
 
 
+def _excluding(settings: Settings, nodes: list[str]) -> Settings:
+    return replace(settings, exclude=(*settings.exclude, *(f"node:{k}" for k in nodes)))
+
+
 def search(source: Path, settings: Settings, budgets: Budgets, calibration: Samples, held_out: Samples,
            per_node_samples: Samples, measure: Measure, limit: int) -> SearchResult:
     """See the module docstring; ``measure(float_model, int8_model, held_out)`` gives the accuracy. A node
@@ -88,20 +98,21 @@ def search(source: Path, settings: Settings, budgets: Budgets, calibration: Samp
     can lose (EfficientNet-Lite0's first depthwise alone: 15.2 -> 14.1 dB; with the stem: 19.3 dB)."""
     with tempfile.TemporaryDirectory(prefix="portable-search-") as tmp:
         folder = Path(tmp)
-        trial = _trial(source, settings, calibration, folder)
+        best_model, trial = _trial(source, settings, calibration, folder)
         accuracy = measure(source, trial, held_out)
         if _holds(budgets, accuracy) or limit < 1:
-            return SearchResult(settings, (), 1, True)
+            return SearchResult(settings, (), 1, True, quantized=best_model)
         kept: list[str] = []
         tried: list[str] = []
         best = _margin(budgets, accuracy)
         for name in _ranked(source, settings, trial, calibration, per_node_samples, limit):
             tried.append(name)
-            current = replace(settings, exclude=(*settings.exclude, *(f"node:{k}" for k in [*kept, name])))
-            accuracy = measure(source, _trial(source, current, calibration, folder), held_out)
+            current = _excluding(settings, [*kept, name])
+            model, path = _trial(source, current, calibration, folder)
+            accuracy = measure(source, path, held_out)
             if _holds(budgets, accuracy):
-                return SearchResult(current, (*kept, name), len(tried) + 1, True)
+                return SearchResult(current, (*kept, name), len(tried) + 1, True, quantized=model)
             margin = _margin(budgets, accuracy)
             if margin > best:
-                kept, best = [*kept, name], margin
-        return SearchResult(settings, (), len(tried) + 1, False, tuple(tried))
+                kept, best, best_model = [*kept, name], margin, model
+        return SearchResult(_excluding(settings, kept), tuple(kept), len(tried) + 1, False, tuple(tried), best_model)

@@ -80,7 +80,7 @@ def _largest_scale(path: Path) -> float:
 def test_the_floor_refuses_by_sqnr_and_a_cosine_budget_writes_the_encoder(cli, minilm, tmp_path) -> None:
     model, cal, held = minilm
     out, common = tmp_path / "minilm.int8.onnx", ("--calibration", str(cal), "--eval", str(held), "--no-latency",
-                                                  "--no-per-node")
+                                                  "--no-per-node", "--search-limit", "0")
     refused = cli("quantize", str(model), "-o", str(out), *common, "--format", "json")
     data = json.loads(refused.stdout)
     assert refused.exit_code == data["exit_code"] == 1 and not data["written"] and not out.exists()

@@ -52,10 +52,11 @@ def _sqnr(result: portable.quantization.QuantizeResult) -> float:
 
 
 def test_the_default_floor_refuses_a_broken_int8_file_and_min_sqnr_0_writes_it(cli, lite0, tmp_path):
+    """Without the search (--search-limit 0), the all-int8 file is judged by the floor alone."""
     model, cal, held = lite0
     out = tmp_path / "lite0.int8.onnx"
     args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--per-tensor",
-            "--no-bias-correction", "--no-latency", "--no-per-node", "--format", "json")
+            "--no-bias-correction", "--no-latency", "--no-per-node", "--search-limit", "0", "--format", "json")
     refused = cli(*args)
     data = json.loads(refused.stdout)
     assert refused.exit_code == 1 == data["exit_code"] and data["ok"] is False and data["written"] is False
@@ -79,22 +80,36 @@ def test_per_channel_by_default_and_bias_correction_each_gain_on_trained_weights
     assert _sqnr(uncorrected) > _sqnr(per_tensor) + 6.0, (_sqnr(uncorrected), _sqnr(per_tensor))
 
 
-def test_a_budget_no_node_in_float_can_meet_writes_nothing_and_keeps_no_node(lite0, tmp_path):
+def test_a_budget_no_node_in_float_can_meet_writes_nothing_and_reports_the_best_trial(lite0, tmp_path):
+    """60 dB is out of reach: the search tries its 2 nodes, keeps those that moved the budget closer, and the
+    run judges that best trial (refused: nothing written) with the nodes named."""
     model, cal, held = lite0
     with pytest.raises(QuantizeFailed) as failed:
         portable.quantize(model, tmp_path / "d.onnx", calibration=cal, eval_data=held, min_sqnr=60.0,
                           search_limit=2, latency=False)
     result = failed.value.result
     assert result.search is not None and not result.search.met and len(result.search.tried) == 2
-    assert result.search.kept_float == () and result.settings.exclude == () and not (tmp_path / "d.onnx").exists()
+    assert set(result.search.kept_float) <= set(result.search.tried) and not (tmp_path / "d.onnx").exists()
+    assert result.settings.exclude == tuple(f"node:{n}" for n in result.search.kept_float)
+    assert "did not meet it either" in str(failed.value)
 
 
-def test_the_search_keeps_the_layers_whose_int8_weights_cost_most_in_float_and_meets_the_budget(lite0, tmp_path):
-    """Ranked by what each layer's int8 weights alone cost the logits, the stem leads; a node whose trial is
-    worse (the first depthwise alone) is put back. The all-int8 file misses 20 dB; the one written meets it."""
+def test_the_default_searches_toward_its_goal_and_writes_a_usable_file(cli, lite0, tmp_path):
+    """No budget, real photographs: the all-int8 file misses the floor (20 dB, 90 % top-1), so the search runs
+    toward the default goal (20 dB, 5 % top-1), keeping in float the layers whose int8 weights alone cost the
+    logits most (the stem leads; a node whose trial is worse, the first depthwise alone, is put back). On these
+    48 + 96 crops 3 trials do not reach the goal, so the best trial is judged by the floor, which it passes,
+    and written; with 80 + 240 crops the goal is met (docs/quantize.md)."""
     model, cal, held = lite0
-    result = portable.quantize(model, tmp_path / "e.onnx", calibration=cal, eval_data=held, min_sqnr=20.0,
-                               max_top1_drop=10.0, search_limit=6, **FAST)
-    assert result.written and result.search is not None and result.search.met, result.search
-    assert "Conv" in result.search.kept_float and "Conv_1" not in result.search.kept_float  # the stem, not block 0's
-    assert result.search.trials >= 2 and _sqnr(result) >= 20.0 and result.settings.exclude[0].startswith("node:")
+    out = tmp_path / "e.onnx"
+    args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--no-latency",
+            "--no-per-node", "--format", "json")
+    plain = json.loads(cli(*args, "--search-limit", "0").stdout)  # the all-int8 file: refused by the floor
+    assert not plain["written"] and plain["exit_code"] == 1 and plain["accuracy"][0]["sqnr_db"] < 20.0
+    run = cli(*args, "--search-limit", "3", "--force")
+    data = json.loads(run.stdout)
+    assert run.exit_code == 0 == data["exit_code"] and data["written"] and out.is_file(), run.stderr
+    search = data["precision_search"]
+    assert search["trials"] <= 4 and "Conv" in search["kept_float"] and "Conv_1" not in search["kept_float"], search
+    assert data["accuracy"][0]["sqnr_db"] >= 20.0 and data["accuracy"][0]["top1_agreement"] >= 0.90
+    assert data["settings"]["exclude"] == [f"node:{n}" for n in search["kept_float"]] and data["budgets"]["default_floor"]
