@@ -99,7 +99,8 @@ def export(decoder: Decoder, precision: str, work: Path) -> dict[str, Any]:
     rules = sorted({str(f["rule"]) for f in _findings(report) if f.get("severity") == "error" and f.get("rule")})
     rules = rules or sorted(set(RULE.findall(str(report.get("message") or ""))))  # refused before any graph
     proof = _json(manifest).get("proof") if step["exit_code"] == 0 else None
-    return {**step, "manifest": str(manifest) if step["exit_code"] == 0 else None, "bytes": _pair_bytes(manifest),
+    written = step["exit_code"] == 0  # else a manifest there is an earlier run's
+    return {**step, "manifest": str(manifest) if written else None, "bytes": _pair_bytes(manifest) if written else None,
             "proof": _proof_line(proof), "refused_by": rules, "message": report.get("message")}
 
 
@@ -120,7 +121,8 @@ def quantize(decoder: Decoder, manifest: str, work: Path) -> dict[str, Any]:
     stem = work / f"{decoder.name}-w8"
     step = run(["quantize", manifest, "-o", str(stem), "--weight-only", "--format", "json", "--force"], stem)
     out = _beside(stem, ".textgen.json")
-    return {**step, "manifest": str(out) if step["exit_code"] == 0 else None, "bytes": _pair_bytes(out)}
+    written = step["exit_code"] == 0
+    return {**step, "manifest": str(out) if written else None, "bytes": _pair_bytes(out) if written else None}
 
 
 def compare(decoder: Decoder, manifest: str, work: Path, label: str) -> dict[str, Any]:
