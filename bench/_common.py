@@ -36,13 +36,23 @@ class Run:
     returncode: int
 
 
-def measure(argv: list[str], *, env: dict[str, str] | None = None) -> Run:
-    """Run ``argv`` in a fresh child process; its own peak RSS comes from ``wait4``."""
+def measure(argv: list[str], *, env: dict[str, str] | None = None, logs: Path | None = None) -> Run:
+    """Run ``argv`` in a fresh child process; its own peak RSS comes from ``wait4``. With ``logs`` (a path
+    stem), its stdout and stderr go to ``LOGS.out`` and ``LOGS.err`` and any exit code is the caller's to read."""
+    if logs is not None:
+        with open(f"{logs}.out", "w") as out, open(f"{logs}.err", "w") as err:
+            return _measured(argv, env, out, err)
+    return _measured(argv, env, subprocess.DEVNULL, subprocess.PIPE)
+
+
+def _measured(argv: list[str], env: dict[str, str] | None, stdout: Any, stderr: Any) -> Run:
     start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=env, cwd=ROOT)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
+    if stderr is not subprocess.PIPE:
+        return Run(wall_s=wall, peak_rss_bytes=usage.ru_maxrss * 1024, returncode=child.returncode)
     if child.returncode not in (0, 1):  # 1: the model has error findings, which is fine here
         error = child.stderr.read().decode(errors="replace")[-2000:] if child.stderr else ""
         raise RuntimeError(f"{argv[:3]} exited {child.returncode}: {error}")

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PORTABLE, ROOT, emit, machine, versions  # noqa: E402
+from _common import PORTABLE, ROOT, emit, machine, measure, versions  # noqa: E402
 
 __all__ = ["DECODERS", "Decoder", "main"]
 
@@ -62,13 +59,11 @@ DECODERS = (
 
 
 def run(argv: list[str], log: Path) -> dict[str, Any]:
-    """``portable ARGV`` in a child process, stdout and stderr to ``log``.*: exit code, wall, peak RSS."""
-    start = time.perf_counter()
-    with _beside(log, ".out").open("w") as out, _beside(log, ".err").open("w") as err:
-        child = subprocess.Popen([PORTABLE, *argv], stdout=out, stderr=err, cwd=ROOT)
-        _, status, usage = os.wait4(child.pid, 0)
-    return {"argv": ["portable", *argv], "exit_code": os.waitstatus_to_exitcode(status),
-            "wall_s": round(time.perf_counter() - start, 1), "peak_rss_gb": round(usage.ru_maxrss / 2**20, 2)}
+    """``portable ARGV`` in a child process (:func:`_common.measure`), stdout and stderr to ``log``.*: exit
+    code, wall, peak RSS."""
+    done = measure([PORTABLE, *argv], logs=log)
+    return {"argv": ["portable", *argv], "exit_code": done.returncode, "wall_s": round(done.wall_s, 1),
+            "peak_rss_gb": round(done.peak_rss_bytes / 2**30, 2)}
 
 
 def _beside(stem: Path, suffix: str) -> Path:
