@@ -11,7 +11,7 @@ for, and tests/exporters/test_fusions.py checks ORT's bits stay the same:
   what GPU runtimes prefer; then their biases, added to each part, are added once before the
   ``Split`` (:class:`MergeSplitBiasesPass`: elementwise, the same additions, exact everywhere).
 - the exact GELU ``x * (0.5 * (1 + erf(x / sqrt2)))``, as PyTorch's exporter writes it, becomes
-  ``(x * (1 + erf(x / sqrt2))) * 0.5`` (:func:`_gelu_half_inside` -> :func:`_gelu_in_ort_order`): the
+  ``(x * (1 + erf(x / sqrt2))) * 0.5`` (:func:`gelu_half_inside` -> :func:`gelu_in_ort_order`): the
   order ONNX Runtime's ``GeluFusion`` recognises (its "pattern 2", onnxruntime
   ``core/optimizer/gelu_fusion.cc``), so that ORT runs one Gelu kernel instead of five elementwise
   passes (on the H200, BERT-base and ConvNeXt-T at batch 32: docs/gpu/ortvc.md). Halving is exact in
@@ -32,7 +32,8 @@ from portable.exporters.initializers import add_initializer
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule
 
-__all__ = ["MergeSharedMatMulsPass", "MergeSplitBiasesPass", "runtime_fusion_rules"]
+__all__ = ["MergeSharedMatMulsPass", "MergeSplitBiasesPass", "gelu_constants", "gelu_half_inside", "gelu_in_ort_order",
+           "runtime_fusion_rules", "shaped_like"]
 
 
 def runtime_fusion_rules() -> list[RewriteRule]:
@@ -42,27 +43,27 @@ def runtime_fusion_rules() -> list[RewriteRule]:
     return [
         *RewriteRule(_conv_mul, _scaled_conv, _per_channel, name="ConvMulFusion").commute(),
         *RewriteRule(_conv_mul_no_bias, _scaled_conv, _per_channel, name="ConvMulFusionNoBias").commute(),
-        *RewriteRule(_gelu_half_inside, _gelu_in_ort_order, _gelu_constants, name="GeluInOrtOrder").commute(),
+        *RewriteRule(gelu_half_inside, gelu_in_ort_order, gelu_constants, name="GeluInOrtOrder").commute(),
     ]
 
 
-def _gelu_half_inside(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
+def gelu_half_inside(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
     """PyTorch's exact GELU (torchlib's ``aten_gelu``, approximate="none"): ``x * (0.5 * (erf(x / √2) + 1))``."""
     return op.Mul(x, op.Mul(half, op.Add(op.Erf(op.Div(x, root2)), one)))
 
 
-def _gelu_in_ort_order(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
+def gelu_in_ort_order(op: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value) -> ir.Value:
     """``(x * (erf(x / √2) + 1)) * 0.5``: the same constants, the halving last."""
     scaled = op.Div(x, root2)
     erf = op.Erf(scaled)
     plus = op.Add(erf, one)
     product = op.Mul(x, plus)
     out = op.Mul(product, half)
-    _shaped_like(x, (scaled, erf, plus, product, out), (root2, one, half))
+    shaped_like(x, (scaled, erf, plus, product, out), (root2, one, half))
     return out
 
 
-def _shaped_like(x: ir.Value, values: tuple[ir.Value, ...], constants: tuple[ir.Value, ...]) -> None:
+def shaped_like(x: ir.Value, values: tuple[ir.Value, ...], constants: tuple[ir.Value, ...]) -> None:
     """Give the new element-wise values ``x``'s shape and type (one-element constants no wider than ``x``
     broadcast to it). Without them, shape inference later names a fresh batch symbol (``unk__17``) on
     them, and targets of fixed sizes call those nodes unfixed (docs/zoo.md's coreml and nnapi columns)."""
@@ -76,7 +77,7 @@ def _shaped_like(x: ir.Value, values: tuple[ir.Value, ...], constants: tuple[ir.
 _ROOT2 = (float(np.sqrt(np.float32(2.0))), 1.4142099618911743)
 
 
-def _gelu_constants(context: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value, **_: Any) -> bool:
+def gelu_constants(context: Any, x: ir.Value, root2: ir.Value, one: ir.Value, half: ir.Value, **_: Any) -> bool:
     """Scalar (or one-element) float32/float16 constants of the exact GELU: √2, 1 and 0.5."""
     wanted = ((root2, _ROOT2), (one, (1.0,)), (half, (0.5,)))
     for value, allowed in wanted:

@@ -43,12 +43,16 @@ FIX_SCHEMA_VERSION = "1.0"
               help="Target profiles to check the result against (PORT201-204); a target whose sources want int64 as "
                    "int32 (nnapi, webnn) also turns on the int32-indices remedy, one whose table lacks Pad's reflect or "
                    "edge mode (coreml, nnapi, migraphx, litert) the pad-as-slices remedy, one with a rank limit (coreml) rank-limit.")
+@click.option("--approximate-gelu", is_flag=True,
+              help="Write each exact GELU (Erf, missing from the qnn and nnapi tables) in its tanh form. Not exact "
+                   "(up to 4.8e-4 apart per element): the proof judges the outputs by float64 references and says "
+                   "how far they moved.")
 @select_option
 @ignore_option
 @quiet_option
 def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int | None, force: bool, verify: bool,
         inputs: str | None, strict: bool, canonical_names: bool, fmt: str, config: str | None, select: tuple[str, ...],
-        ignore: tuple[str, ...], quiet: bool, targets: tuple[str, ...] = ()) -> None:
+        ignore: tuple[str, ...], quiet: bool, targets: tuple[str, ...] = (), approximate_gelu: bool = False) -> None:
     """Make MODEL portable where that is safe, prove it equivalent, and list what no remedy fixes.
 
     Exit codes: 0 portable and proven; 1 findings remain (the file is written unless
@@ -65,7 +69,7 @@ def fix(model: str, output: str, batch: str, dims: tuple[str, ...], opset: int |
         check_writable(output)  # before the model is read or repaired
         result = run_fix(model, output, batch=batch, dims=parse_dims(dims), opset=opset, policy=policy, force=force,
                          verify=verify, strict=strict, canonical_names=canonical_names, inputs=inputs,
-                         quiet=quiet or fmt != "text")
+                         quiet=quiet or fmt != "text", approximate_gelu=approximate_gelu)
     except FixFailed as exc:
         _batch_warning(batch, exc.result)
         click.echo(render_json(exc.result) if fmt == "json" else render_text(exc.result))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,13 @@ __all__ = ["fix", "parse_batch"]
 def fix(model: str | Path, output: str | Path, *, batch: str | int = "dynamic", dims: Mapping[str, int] | None = None,
         opset: int | None = None, policy: Policy | None = None, force: bool = False, verify: bool = True,
         strict: bool = False, canonical_names: bool = False, inputs: str | Path | None = None,
-        quiet: bool = True) -> FixResult:
+        quiet: bool = True, approximate_gelu: bool = False) -> FixResult:
     """Make the model at ``model`` portable where that is safe, prove it, write it to ``output``.
 
     ``inputs``: an ``.npz`` of the model's inputs (keys: input names, or ``arr_0``... in order) that
     the proof runs on instead of seeded random ones (for indices or shapes fed as data).
+    ``approximate_gelu``: write each exact GELU in its tanh form (``Erf`` is missing from the QNN and NNAPI
+    tables); not exact, so the proof judges it by float64 references and reports how far the outputs moved.
     Returns the result when the proof holds (``result.remaining``: findings no remedy
     addresses; then ``result.ok`` is False and, under ``strict``, nothing is written).
     Raises :class:`~portable.repair.records.FixFailed` (nothing written) when a remedy must be refused or the
@@ -30,7 +33,8 @@ def fix(model: str | Path, output: str | Path, *, batch: str | int = "dynamic", 
     """
     from portable.repair.run import run
 
-    plan = _plan(model, output, batch, dims, opset, policy, strict, canonical_names, inputs)
+    plan = replace(_plan(model, output, batch, dims, opset, policy, strict, canonical_names, inputs),
+                   approximate_gelu=bool(approximate_gelu))
     return run(plan, Phases(quiet), verify=verify, force=force)
 
 

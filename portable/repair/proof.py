@@ -15,9 +15,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import PortableError, one_line
+
+if TYPE_CHECKING:
+    from portable.repair.float64 import References
 
 __all__ = ["DEFAULT_DIM", "Proof", "prove"]
 
@@ -46,6 +49,8 @@ class Proof:
     constraints: dict[str, list[str]] = field(default_factory=dict)  # input -> ranges drawn in, and why
     random: str | None = None  # the original's outputs differ run to run: the ops that make it so
     skipped: dict[int, str] = field(default_factory=dict)  # batch -> why the original itself cannot run there
+    # an approximate remedy ran (--approximate-gelu): the float64 references it was judged by, and its effect
+    approximation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         finite = self.max_abs_diff if math.isfinite(self.max_abs_diff) else None  # JSON has no Infinity
@@ -53,7 +58,7 @@ class Proof:
                 "message": self.message, "unavailable": self.unavailable, "dims": dict(self.dims),
                 "comparisons": list(self.comparisons), "original_runtime": self.original_runtime,
                 "fixed_runtime": self.fixed_runtime, "constraints": dict(self.constraints), "random": self.random,
-                "skipped": {str(b): why for b, why in self.skipped.items()}}
+                "skipped": {str(b): why for b, why in self.skipped.items()}, "approximation": self.approximation}
 
 
 class _Unavailable(Exception):
@@ -69,9 +74,10 @@ class _Random(Exception):
 
 
 def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int = 0,
-          feeds: Mapping[str, Any] | None = None) -> Proof:
+          feeds: Mapping[str, Any] | None = None, approximate: bool = False) -> Proof:
     """Run both models at each batch size on seeded inputs (or once on ``feeds``, the user's inputs);
-    every output must agree."""
+    every output must agree. ``approximate``: the approximate-gelu remedy was asked for; where it replaced a
+    GELU, outputs are judged by float64 references (:mod:`portable.repair.float64`)."""
     from portable.runners.constraints import describe
 
     if feeds is not None:
@@ -80,7 +86,7 @@ def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mappi
     constraints = {} if feeds is not None else _constraints(source)
     said = describe(constraints)
     try:
-        return _prove(source, fixed, batches, dims, seed, feeds, constraints)
+        return _prove(source, fixed, batches, dims, seed, feeds, constraints, approximate)
     except _Unavailable as exc:
         return Proof(False, tuple(batches), message=str(exc), unavailable=str(exc), dims=dict(dims), constraints=said)
     except _Failed as exc:
@@ -90,7 +96,7 @@ def prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mappi
 
 
 def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapping[str, int], seed: int,
-           feeds: Mapping[str, Any] | None, constraints: Mapping[str, Any]) -> Proof:
+           feeds: Mapping[str, Any] | None, constraints: Mapping[str, Any], approximate: bool) -> Proof:
     from portable.runners.constraints import describe
     from portable.runners.inputs import as_declared, graph_io, make_feeds
 
@@ -101,11 +107,12 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
     sizes = {**_default_sizes(specs), **dims}
     original, runtime = _original(source)
     candidate, fixed_runtime = _candidate(fixed, runtime != "onnxruntime")
+    references = _references(source) if approximate else None
     rows, skipped = [], {}
     for b in batches:
         feed = as_declared(specs, feeds or make_feeds(specs, b, seed=seed, dims=sizes, constraints=constraints))
         try:
-            rows.append(_compare(original, candidate, outputs, b, feed, source))
+            rows.append(_compare(original, candidate, outputs, b, feed, source, references))
         except _Unavailable as exc:
             skipped[b] = str(exc)
     if not rows:  # the original runs at no batch: no proof
@@ -115,8 +122,22 @@ def _prove(source: Path, fixed: Path | bytes, batches: Sequence[int], dims: Mapp
     message = "; ".join(r["message"] for r in bad) or f"max |fixed - original| = {worst:.3g}"
     if skipped:
         message += "; not proven where the original itself cannot run: " + "; ".join(skipped.values())
+    if references is not None:
+        message += f"; {references.sentence()}"
     return Proof(not bad, tuple(r["batch"] for r in rows), worst, message, None, sizes, tuple(rows), runtime,
-                 fixed_runtime, describe(constraints), skipped=skipped)
+                 fixed_runtime, describe(constraints), skipped=skipped,
+                 approximation=references.to_dict() if references is not None else None)
+
+
+def _references(source: Path) -> References | None:
+    """The float64 references of an approximated original (None: no GELU replaced, the proof is exact)."""
+    from portable.repair.float64 import References
+
+    try:
+        return References.of(str(source))
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's and the reference evaluator's errors alike
+        raise _Unavailable("the float64 references of --approximate-gelu's proof cannot be made: "
+                           f"{one_line(exc, typed=False)}") from None
 
 
 def _default_sizes(specs: Sequence[Any]) -> dict[str, int]:
@@ -181,7 +202,7 @@ def _session(model: Path | bytes, which: str, error: type[Exception]) -> Any:
 
 
 def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
-             feeds: Mapping[str, Any], source: Path) -> dict[str, Any]:
+             feeds: Mapping[str, Any], source: Path, references: References | None = None) -> dict[str, Any]:
     from portable.runners.comparator import compare_outputs
     from portable.runners.tolerances import ToleranceTable
 
@@ -191,11 +212,24 @@ def _compare(original: Any, candidate: Any, outputs: Sequence[Any], batch: int,
     pairs = [_shared_nonfinite(e, g) for e, g in zip(raw, got)] if len(raw) == len(got) else []
     if pairs:
         expected, got = [e for e, _ in pairs], [g for _, g in pairs]
-    pair = compare_outputs(("the fixed model", got), ("the original", expected), [o.name for o in outputs],
-                           [o.dtype for o in outputs], batch, ToleranceTable())
+    names = [o.name for o in outputs]
+    exact, shifted = _float64(references, names, feeds, batch)
+    pair = compare_outputs(("the fixed model", got), ("the original", expected), names,
+                           [o.dtype for o in outputs], batch, ToleranceTable(), exact=exact, exact_actual=shifted)
     if not pair.passed:
         _deterministic(original, feeds, raw, batch, source)
     return {**pair.to_dict(), "message": pair.message}
+
+
+def _float64(references: References | None, names: Sequence[str], feeds: Mapping[str, Any],
+             batch: int) -> tuple[list[Any] | None, list[Any] | None]:
+    """Both float64 references' outputs at this batch (None, None without references)."""
+    if references is None:
+        return None, None
+    try:
+        return references.run(names, feeds)
+    except Exception as exc:  # noqa: BLE001 - as for _references
+        raise _Unavailable(f"the float64 references cannot run at batch {batch}: {one_line(exc, typed=False)}") from None
 
 
 def _deterministic(original: Any, feeds: Mapping[str, Any], first: Sequence[Any], batch: int, source: Path) -> None:

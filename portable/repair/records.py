@@ -37,6 +37,7 @@ class Plan:
     policy: Policy
     canonical_names: bool
     inputs: Path | None = None  # the user's inputs for the proof (.npz), instead of seeded ones
+    approximate_gelu: bool = False  # --approximate-gelu: exact GELUs in the tanh form (not exact; proven in float64)
 
 
 @dataclass(frozen=True)

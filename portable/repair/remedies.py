@@ -299,6 +299,28 @@ def _rank_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
     return "; ".join(words + [f"left Transpose '{n.name}': {rank_refusal(n, limit)}" for n in left])
 
 
+def _approximate_gelu(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
+    from portable.exporters.approximations import ApproximateGeluPass
+
+    return ApproximateGeluPass() if plan.approximate_gelu else None
+
+
+def _gelu_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """How many exact GELUs became the tanh form, the partitions on the targets, and each Erf left."""
+    from portable.exporters.approximations import MAX_GELU_GAP, erf_nodes
+
+    done = len(erf_nodes(before)) - len(erf_nodes(after))
+    words = []
+    if done:
+        words.append(f"{done} exact GELU(s) -> tanh form (not exact: up to {MAX_GELU_GAP:.2g} apart per element; the "
+                     "proof says how far the outputs moved)")
+        if plan.policy.targets:
+            words[-1] += "; partitions " + ", ".join(_partition_change(t, a, b) for t, a, b in
+                                                    _before_after(list(plan.policy.targets), before, after))
+    words += [f"left Erf '{n.name}': not part of an exact GELU" for n in erf_nodes(after)]
+    return "; ".join(words)
+
+
 def _canonical_names(plan: Plan, model: ir.Model) -> ir.passes.PassBase | None:
     from portable.exporters.passes import CanonicalNamesPass
 
@@ -319,6 +341,7 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("batch", _batch),
     Remedy("fold-constants", _fold_constants),
     Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
+    Remedy("approximate-gelu", _approximate_gelu, detail=_gelu_detail),  # opt-in (--approximate-gelu); not exact
     Remedy("pad-as-slices", _pads_as_slices, detail=_pads_detail),  # opt-in (pad_modes); before int32-indices
     Remedy("int32-indices", _int32_indices, detail=_int32_detail),  # opt-in (INT32_TARGETS); before remove-unused and canonical names
     Remedy("remove-unused", _unused),

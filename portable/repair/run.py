@@ -161,7 +161,8 @@ def _feeds(plan: Plan) -> dict[str, Any] | None:
 
 
 def _proof(plan: Plan, original: ir.Model, fixed: Path | bytes, feeds: dict[str, Any] | None) -> Proof:
-    return prove(plan.source, fixed, proof_batches(plan, original), plan.dims, feeds=feeds)
+    return prove(plan.source, fixed, proof_batches(plan, original), plan.dims, feeds=feeds,
+                 approximate=plan.approximate_gelu)
 
 
 def _baseless(proof: Proof) -> Proof:

@@ -14,7 +14,8 @@ __all__ = ["OP_HINTS", "TargetOpSupport"]
 
 # What to change in the PyTorch model when a target lacks an op portable exports from common code.
 OP_HINTS: dict[str, str] = {
-    "Erf": "exact GELU exports Erf: nn.GELU(approximate='tanh') (or F.gelu(x, approximate='tanh')) exports Tanh instead",
+    "Erf": ("exact GELU exports Erf: nn.GELU(approximate='tanh') (or F.gelu(x, approximate='tanh')) exports Tanh instead; "
+            "on a file, portable fix --approximate-gelu rewrites it (not exact: proven in float64)"),
     "IsNaN": "a NaN guard (torch.isnan, nan_to_num, masked_fill after a -inf softmax) exports IsNaN: drop it for inference",
     "IsInf": "an infinity guard (torch.isinf) exports IsInf: drop it or clamp instead",
     "Range": "torch.arange sized from a tensor exports Range: register the positions as a buffer of the fixed length",
