@@ -29,6 +29,7 @@ __all__ = [
     "CanonicalNamesPass",
     "FoldBatchShapesPass",
     "FoldPass",
+    "IdentityGatherPass",
     "NoOpPadPass",
     "OptimizePass",
     "RelativeSourcesPass",
@@ -275,6 +276,19 @@ class FoldBatchShapesPass(_ProbedPass):
         return modified
 
 
+class IdentityGatherPass(_ProbedPass):
+    """A ``Gather`` that reads a tensor back in its own order (torchlib's ``as_strided`` of a whole tensor,
+    :mod:`portable.exporters.strided_views`) is replaced by that tensor; the index computation goes with it."""
+
+    def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
+        from portable.exporters.strided_views import identity_gathers
+
+        pairs = identity_gathers(model, found)
+        for gather, x in pairs:
+            ir.convenience.replace_all_uses_with(gather.outputs[0], x)
+        return bool(pairs)
+
+
 def _resolved(node: ir.Node, index: int, found: Sequence[Probe]) -> np.ndarray | None:
     if node.name is None:
         return None
@@ -429,6 +443,7 @@ def portable_passes(symbol: str | None, root: Path) -> ir.passes.PassManager:
         OptimizePass(),
         NoOpPadPass(),
         FoldBatchShapesPass(probe),
+        IdentityGatherPass(probe),  # the same probes: it only reads them and redirects uses
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedFunctionsPass(),
         common.RemoveUnusedOpsetsPass(),

@@ -1,12 +1,13 @@
 """Local stand-in for torchvision's ConvNeXt-T (same block structure), for rewrite development only."""
 import torch
 from torch import nn
-from torch.nn import functional as F
+from torch.nn import functional
+
 
 class LN2d(nn.LayerNorm):
     def forward(self, x):
         x = x.permute(0, 2, 3, 1)
-        x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        x = functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         return x.permute(0, 3, 1, 2)
 
 class Block(nn.Module):
@@ -14,11 +15,12 @@ class Block(nn.Module):
         super().__init__()
         self.dw = nn.Conv2d(d, d, 7, padding=3, groups=d)
         self.ln = nn.LayerNorm(d, eps=1e-6)
-        self.fc1 = nn.Linear(d, 4 * d); self.fc2 = nn.Linear(4 * d, d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
         self.layer_scale = nn.Parameter(torch.rand(d, 1, 1) * 0.5 + 0.5)
     def forward(self, x):
         y = self.dw(x).permute(0, 2, 3, 1)
-        y = self.fc2(F.gelu(self.fc1(self.ln(y)))).permute(0, 3, 1, 2)
+        y = self.fc2(functional.gelu(self.fc1(self.ln(y)))).permute(0, 3, 1, 2)
         return x + self.layer_scale * y
 
 class Net(nn.Module):
@@ -34,7 +36,7 @@ class Net(nn.Module):
         self.head = nn.Linear(dims[-1], 1000)
     def forward(self, x):
         x = self.features(x)
-        x = self.norm(F.adaptive_avg_pool2d(x, 1))
+        x = self.norm(functional.adaptive_avg_pool2d(x, 1))
         return self.head(torch.flatten(x, 1))
 
 def build():
