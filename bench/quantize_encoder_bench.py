@@ -11,7 +11,9 @@ machine (fixtures/sentences.py), once per configuration:
 - ``per-tensor``: the default with per-tensor int8 weights;
 - ``percentile``: the default with ``--method percentile`` (99.999);
 - ``no-bias-correction``: the default without it (it shifts Conv/Gemm biases; this graph has MatMul + Add);
-- ``qnn``: target qnn's defaults (uint8 per-tensor weights, MinimumRealRange 1e-4).
+- ``qnn``: target qnn's defaults (int8 symmetric weights, per-tensor on MatMul: QNN has no per-channel MatMul;
+  MinimumRealRange 1e-4).
+- ``qnn-per-tensor``: target qnn with ONNX Runtime's get_qnn_qdq_config defaults (uint8 per-tensor weights).
 
 Every run writes whatever it gets (``min_sqnr=-1000``, no search: the default is below 0 dB, which
 ``--min-sqnr 0`` refuses). Per row: the report's SQNR of the last
@@ -53,6 +55,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "percentile": {"method": "percentile"},
     "no-bias-correction": {"bias_correction": False},
     "qnn": {"target": "qnn"},
+    "qnn-per-tensor": {"target": "qnn", "weights": "uint8", "per_channel": False},
 }
 SETTINGS = ("target", "per_channel", "method", "activations", "weights", "bias_correction", "smoothing",
             "float_islands", "scope")

@@ -7,9 +7,10 @@ photos (fixtures/photos.py), once per configuration:
 - ``per-channel``: per-channel weights, no bias correction;
 - ``default``: today's default for target cpu (per-channel, bias correction);
 - ``default-percentile``: the default with ``--method percentile``;
-- ``qnn``: target qnn's defaults (uint8 per-tensor weights), with bias correction;
-- ``searched`` and ``qnn-searched``: the real defaults, no budget: the precision search toward the default
-  goal, then the floor, which may refuse (``written`` false: the figures are the best trial's).
+- ``qnn``: target qnn's defaults (int8 per-channel convolution weights, MatMul's per-tensor), with bias correction;
+- ``qnn-per-tensor``: target qnn with ONNX Runtime's ``get_qnn_qdq_config`` defaults (uint8 per-tensor weights);
+- ``searched``, ``qnn-searched`` and ``qnn-per-tensor-searched``: the real defaults, no budget: the precision
+  search toward the default goal, then the floor, which may refuse (``written`` false: the figures are the best trial's).
 
 Every other run writes whatever it gets (``--min-sqnr 0``, no search) so each figure is measured; the
 ``floor_ok`` column says whether the default floor (20 dB, 90 % top-1) would have let it be written.
@@ -40,8 +41,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "default-percentile": {"method": "percentile"},
     "qnn": {"target": "qnn"},
+    "qnn-per-tensor": {"target": "qnn", "per_channel": False, "weights": "uint8"},  # get_qnn_qdq_config's own defaults
     "searched": {"min_sqnr": None, "search_limit": 16},
     "qnn-searched": {"target": "qnn", "min_sqnr": None, "search_limit": 16},
+    "qnn-per-tensor-searched": {"target": "qnn", "per_channel": False, "weights": "uint8", "min_sqnr": None,
+                                "search_limit": 16},
 }
 TIMED = ("default", "searched")
 

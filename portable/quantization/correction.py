@@ -99,10 +99,10 @@ def _shift(node: onnx.NodeProto, weight: np.ndarray, mean: np.ndarray, settings:
     """``dW · E[x]`` per output channel of one Conv or Gemm."""
     if node.op_type == "Gemm":
         trans_b = bool(_attribute(node, "transB", 0))
-        axis = (0 if trans_b else 1) if settings.per_channel else None
+        axis = (0 if trans_b else 1) if settings.per_channel_for("Gemm") else None
         delta = ort_rounded(weight, settings, axis) - weight
         return np.asarray(delta @ mean if trans_b else mean @ delta)
-    delta = ort_rounded(weight, settings, 0 if settings.per_channel else None) - weight
+    delta = ort_rounded(weight, settings, 0 if settings.per_channel_for(node.op_type) else None) - weight
     groups = int(_attribute(node, "group", 1))
     out_channels, group_in = delta.shape[:2]
     per_pair = delta.reshape(out_channels, group_in, -1).sum(axis=2)  # [out, in of its group]

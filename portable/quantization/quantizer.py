@@ -79,12 +79,31 @@ def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | 
         outputs = set(extra.get("OpTypesToExcludeOutputQuantization", ())) | set(prepared.float_output_ops)
         if outputs:
             extra["OpTypesToExcludeOutputQuantization"] = sorted(outputs)
+    overrides = _per_tensor_weights(settings, onnx.load(str(prepared.path), load_external_data=False)
+                                    if prepared is not None and settings.target.per_tensor_ops else proto)
+    if overrides:
+        extra["TensorQuantOverrides"] = {**overrides, **extra.get("TensorQuantOverrides", {})}
     return {"quant_format": QuantFormat.QDQ, "per_channel": settings.per_channel,
             "activation_type": getattr(QuantType, _TYPES[settings.activations]),
             "weight_type": getattr(QuantType, _TYPES[settings.weights]),
             "calibrate_method": getattr(CalibrationMethod, _METHODS[settings.method]),
             "op_types_to_quantize": _op_types(ops), "nodes_to_exclude": nodes,
             "extra_options": extra}
+
+
+def _per_tensor_weights(settings: Settings, proto: onnx.ModelProto) -> dict[str, list[dict[str, Any]]]:
+    """Per-tensor overrides for the weights of the op types the target takes per-tensor only, where the rest are
+    per-channel (QNN's MatMul). ONNX Runtime's get_qnn_qdq_config writes the same overrides
+    (``QnnCompatibilityOverrides._process_matmul``), but only inside a whole config of its own."""
+    from onnxruntime.quantization import QuantType
+
+    if not settings.per_channel or not settings.target.per_tensor_ops:
+        return {}
+    weights = {t.name for t in proto.graph.initializer}
+    qtype = getattr(QuantType, _TYPES[settings.weights])
+    symmetric = bool(settings.extra.get("WeightSymmetric", settings.weights == "int8"))
+    return {name: [{"quant_type": qtype, "symmetric": symmetric}] for node in proto.graph.node
+            if node.op_type in settings.target.per_tensor_ops for name in node.input if name in weights}
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class LayerSensitivity:
 
 
 def _axis(node: onnx.NodeProto, settings: Settings) -> int | None:
-    if not settings.per_channel:
+    if not settings.per_channel_for(node.op_type):
         return None
     if node.op_type == "Gemm":
         trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)

@@ -69,6 +69,10 @@ class Settings:
     float_islands: bool = True  # portable.quantization.islands: sentinel and outlier tensors left float
     scope: str = "auto"  # SCOPES
 
+    def per_channel_for(self, op_type: str) -> bool:
+        """Whether this op type's weights are quantized per channel (the target may take some per-tensor only)."""
+        return self.per_channel and op_type not in self.target.per_tensor_ops
+
     def resolved_scope(self, op_types: set[str]) -> str:
         """``scope`` with "auto" decided for a model of these op types."""
         if self.scope != "auto":

@@ -51,6 +51,7 @@ def test_a_portable_model_is_quantized_and_the_report_names_what_was_written(cli
     result = cli("quantize", str(cnn), "-o", str(out), *QUICK, "--force", "--target", "qnn")
     assert result.exit_code == 0, result.output
     assert "target qnn" in result.stdout and "uint8 (target qnn)" in result.stdout
+    assert "weights int8 (target qnn) per-channel (target qnn)" in result.stdout
     assert "not your data's distribution" in result.stdout and f"wrote {out}" in result.stdout
 
 

@@ -111,11 +111,22 @@ def test_exclude_of_something_the_model_lacks_is_a_usage_error(cnn, quick, tmp_p
     assert not (tmp_path / "x.onnx").exists()
 
 
-def test_target_qnn_gives_uint8_weights_and_openvino_symmetric_int8_per_channel(cnn, quick, tmp_path):
+def test_target_qnn_gives_symmetric_int8_per_channel_convolutions_and_openvino_symmetric_int8(cnn, quick, tmp_path):
+    """QNN's HTP takes per-channel int8 convolution weights with uint8 activations (ONNX Runtime's QNN tests,
+    ConvU8S8S32_PerChannel); its old per-tensor uint8 weights are one flag pair away."""
     qnn = portable.quantize(cnn, tmp_path / "qnn.onnx", target="qnn", latency=False, per_node=False, **quick)
     model = onnx.load(str(qnn.path))
-    weights = _dq_of_weights(model)
     inits = _initializers(model)
+    conv_weights = [n for n in _dq_of_weights(model) if inits[n.input[0]].ndim == 4]
+    assert conv_weights and {inits[n.input[0]].dtype for n in conv_weights} == {np.dtype(np.int8)}
+    assert all(inits[n.input[1]].size > 1 and not inits[n.input[2]].any() for n in conv_weights)  # per-channel, zp 0
+    activations = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert activations and all(inits[n.input[2]].dtype == np.uint8 for n in activations)
+    old = portable.quantize(cnn, tmp_path / "qnn-pt.onnx", target="qnn", weights="uint8", per_channel=False,
+                            latency=False, per_node=False, **quick)
+    model = onnx.load(str(old.path))
+    inits = _initializers(model)
+    weights = _dq_of_weights(model)
     assert weights and {inits[n.input[0]].dtype for n in weights} == {np.dtype(np.uint8)}
     assert all(inits[n.input[1]].size == 1 for n in weights)  # per-tensor
     vino = portable.quantize(cnn, tmp_path / "ov.onnx", target="openvino", latency=False, per_node=False, **quick)
@@ -129,11 +140,34 @@ def test_target_qnn_gives_uint8_weights_and_openvino_symmetric_int8_per_channel(
 
 
 def test_a_flag_overrides_the_targets_default(cnn, quick, tmp_path):
-    result = portable.quantize(cnn, tmp_path / "qnn8.onnx", target="qnn", weights="int8", latency=False,
+    result = portable.quantize(cnn, tmp_path / "qnn8.onnx", target="qnn", weights="uint8", latency=False,
                                per_node=False, **quick)
     inits = _initializers(onnx.load(str(result.path)))
-    assert result.settings.from_user == ("weights",) and result.settings.extra["WeightSymmetric"] is True
-    assert {inits[n.input[0]].dtype for n in _dq_of_weights(onnx.load(str(result.path)))} == {np.dtype(np.int8)}
+    assert result.settings.from_user == ("weights",) and result.settings.extra["WeightSymmetric"] is False
+    assert {inits[n.input[0]].dtype for n in _dq_of_weights(onnx.load(str(result.path)))} == {np.dtype(np.uint8)}
+
+
+def test_qnn_keeps_matmul_weights_per_tensor(tmp_path):
+    """QNN has no per-channel MatMul (ONNX Runtime's get_qnn_qdq_config overrides them so): where the
+    convolutions' weights are per-channel, a MatMul's stay per-tensor, int8 and symmetric."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    m = numpy_helper.from_array(rng.standard_normal((8, 5)).astype(np.float32), "m")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("MatMul", ["c", "m"], ["y"], name="matmul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8, 5])], [w, m])
+    source = tmp_path / "convmatmul.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9), str(source))
+    result = portable.quantize(source, tmp_path / "q.onnx", target="qnn", latency=False, per_node=False,
+                               samples=8, eval_samples=8, min_sqnr=0)
+    model = onnx.load(str(result.path))
+    inits = _initializers(model)
+    scales = {n.input[0]: inits[n.input[1]].size for n in _dq_of_weights(model)}
+    quantized = {name: inits[name].dtype for name in scales}
+    assert scales == {"w_quantized": 4, "m_quantized": 1} and set(quantized.values()) == {np.dtype(np.int8)}, scales
 
 
 def _npz(path: Path, **arrays: np.ndarray) -> Path:
