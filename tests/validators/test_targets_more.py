@@ -109,3 +109,26 @@ def test_a_webnn_constraint_is_stated_on_the_node_it_restricts(cli, tmp_path):
     assert "directml: 1 ReduceMean node" not in result.output  # the kernel table states no restrictions
     other = cli("validate", "--target", "webnn", _one_op("Sin", tmp_path))
     assert "PORT204" not in other.output  # Sin's row has no constraint
+
+
+# How PORT201's and PORT203's docstrings (which SARIF carries) name a target's runtime.
+RUNTIME_WORDS = {"ort-cpu": "CPU provider", "openvino": "OpenVINO", "tract": "tract", "webnn": "WebNN",
+                 "litert": "LiteRT"}
+
+
+def test_the_rules_name_the_runtimes_without_a_fallback_as_the_profiles_say():
+    """The docstrings list the runtimes without a fallback by hand: they must keep up with the profiles
+    (PORT201/PORT203 once named three of the five)."""
+    import re
+
+    from portable.validators.rules.port201_target_ops import TargetOpSupport
+    from portable.validators.rules.port203_target_partitions import TargetPartitions
+
+    without = {name for name in TARGETS if load_profile(name).fallback is None}
+    for rule in (TargetOpSupport, TargetPartitions):
+        text = " ".join((rule.__doc__ or "").split())
+        listed = re.search(r"(?:has none|without a fallback) \(([^)]*)\)", text)
+        assert listed is not None, rule.id
+        items = [item.strip() for item in listed.group(1).split(",")]
+        named = {name for name in without for item in items if RUNTIME_WORDS[name] in item}
+        assert named == without and len(items) == len(without), (rule.id, items)

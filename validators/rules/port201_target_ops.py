@@ -29,10 +29,11 @@ class TargetOpSupport(Rule):
     """Per target (``--target``): every node's op, op version and element types are in that target's
     own support table (the profile generated from it: ``docs/targets.md``).
 
-    A node the table lacks falls back to the target's fallback (ONNX Runtime's CPU provider for
-    CUDA, TensorRT, QNN, NNAPI and CoreML: a warning) or, where the runtime has none (ONNX Runtime's
-    CPU provider itself, OpenVINO, tract), stops the model from loading (an error). Only what the
-    table states is checked: a table without op versions or types checks none.
+    A node the table lacks falls back to the target's fallback (a warning: ONNX Runtime's CUDA
+    provider for TensorRT, its CPU provider for CUDA, QNN, NNAPI, CoreML, DirectML, MIGraphX and
+    WebGPU) or, where the runtime has none (ONNX Runtime's CPU provider itself, OpenVINO, tract, WebNN,
+    LiteRT), stops the model from loading (an error). Only what the table states is checked: a table
+    without op versions or types checks none.
 
     *Why*: a file that honours the contract can still fail on the device: an op the NPU lacks, a
     kernel registered for other opsets, a type the provider has no kernel for. The device compiler

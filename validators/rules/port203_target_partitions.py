@@ -25,7 +25,7 @@ class TargetPartitions(Rule):
     estimated as it is and once more with the batch fixed). The report carries one line per target
     whatever it finds; this rule adds a warning when nodes fall back or the model is split, and an
     error when a gate is exceeded (exit 1). Runtimes without a fallback (ONNX Runtime's CPU
-    provider, OpenVINO, tract) load the whole model or nothing: one partition, or none.
+    provider, OpenVINO, tract, WebNN, LiteRT) load the whole model or nothing: one partition, or none.
 
     *Why*: every partition boundary is a copy between the device and the host; more than two
     partitions usually make an NPU slower than the CPU (the checker's own rule of thumb).
