@@ -34,6 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, machine, versions  # noqa: E402
+from zoo.quantized import openvino_check  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "old-default": {"per_channel": False, "bias_correction": False},
@@ -48,6 +49,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                 "search_limit": 16},
 }
 TIMED = ("default", "searched")
+OPENVINO = ("default", "searched", "qnn-searched")  # configs whose written file OpenVINO's CPU plugin runs too
 
 
 def _photos() -> Any:
@@ -86,6 +88,9 @@ def _row(model: Path, name: str, options: dict[str, Any], cal: Path, held: Path,
         row["latency_ratio_p50"] = round(result.latency.ratio_p50, 3)
     if result.search is not None:
         row.update(written=result.written, kept_float=list(result.search.kept_float), trials=result.search.trials)
+    if name in OPENVINO and result.written:
+        with np.load(held) as data:
+            row["openvino"] = openvino_check(result.path, {k: data[k] for k in data.files}, float_path=model)
     return row
 
 

@@ -67,18 +67,22 @@ def _feeds(path: Path) -> dict[str, np.ndarray]:
     return samples.arrays
 
 
-def openvino_check(path: Path) -> dict[str, Any]:
+def openvino_check(path: Path, feeds: dict[str, np.ndarray] | None = None,
+                   float_path: Path | None = None) -> dict[str, Any]:
     """OpenVINO reads the int8 file, compiles it for CPU and runs it: its outputs against ONNX Runtime's
-    on the same int8 file (max abs, and the least SQNR over the outputs: two int8 runtimes round apart)."""
+    on the same int8 file (max abs, and the least SQNR over the outputs: two int8 runtimes round apart).
+    ``feeds``: real inputs (default: seeded ones); ``float_path``: the float model, whose first output's
+    argmax OpenVINO's int8 one is held to too (``top1_agreement_vs_float``, for ``[batch, classes]`` outputs)."""
     if importlib.util.find_spec("openvino") is None:
         return {"installed": False}
     import openvino as ov
 
     from portable.quantization.speed import cpu_session
+    from portable.runners.openvino_runner import CONFIG  # f32 where the file is float: no bf16 on AMX/AVX-512 CPUs
 
-    feeds = _feeds(path)
+    feeds = _feeds(path) if feeds is None else feeds
     try:
-        compiled = ov.Core().compile_model(ov.Core().read_model(str(path)), "CPU")
+        compiled = ov.Core().compile_model(ov.Core().read_model(str(path)), "CPU", CONFIG)
         got = compiled(feeds)
     except Exception as exc:  # noqa: BLE001 - a refusal is the figure
         return {"installed": True, "version": ov.__version__, "loads": False, "error": _line(exc)}
@@ -86,6 +90,11 @@ def openvino_check(path: Path) -> dict[str, Any]:
 
     expected = cpu_session(path).run(None, feeds)
     pairs = [(np.asarray(got[i]), e) for i, e in enumerate(expected)]
-    return {"installed": True, "version": ov.__version__, "loads": True, "runs": True,
-            "max_abs_vs_onnxruntime": max(float(np.max(np.abs(a - e))) for a, e in pairs),
-            "sqnr_vs_onnxruntime_db": round(min(sqnr_db(e, a) for a, e in pairs), 2)}
+    out = {"installed": True, "version": ov.__version__, "loads": True, "runs": True,
+           "max_abs_vs_onnxruntime": max(float(np.max(np.abs(a - e))) for a, e in pairs),
+           "sqnr_vs_onnxruntime_db": round(min(sqnr_db(e, a) for a, e in pairs), 2)}
+    if float_path is not None and pairs[0][0].ndim == 2:
+        reference = cpu_session(float_path).run(None, feeds)[0]
+        out["sqnr_vs_float_db"] = round(sqnr_db(reference, pairs[0][0]), 2)
+        out["top1_agreement_vs_float"] = round(float((reference.argmax(1) == pairs[0][0].argmax(1)).mean()), 4)
+    return out
