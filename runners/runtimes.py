@@ -288,7 +288,9 @@ def compare_runtimes(model: str | Path, runtimes: str | Sequence[str] = tuple(RU
         from portable.runners.golden import write_golden
 
         written = str(write_golden(golden, plan.feeds, expected[1], plan.names))
-    if error is None and not any(r.status in ("pass", "fail") for r in records):
+    # a runtime that does not load or run the model is a finding (exit 1); nothing compared for want of a
+    # second runtime (not installed, one asked for) leaves no verdict (exit 3)
+    if error is None and not any(r.status == "pass" or r.failed for r in records):
         error = ("nothing was compared: " + "; ".join(sorted({f"{r.runtime} {r.status}" for r in records
                                                                if r.status != "reference"})) or "one runtime alone")
     return RuntimeReport(str(plan.model), expected[0], tuple(plan.feeds), seed, tuple(records), written, error,

@@ -183,6 +183,22 @@ def test_installed_runtime_that_lacks_the_op_does_not_load(runtime: str, tmp_pat
     assert report.records[0].error
 
 
+def test_a_runtime_that_cannot_run_the_file_is_a_finding_not_an_internal_error(tmp_path: Path) -> None:
+    """ONNX Runtime has the contrib Gelu, ONNX's reference evaluator does not: the one runtime compared fails,
+    which is what the file does there (exit 1), not a run that could not judge (exit 3). The OpenVINO/tract
+    case below says the same where those are installed; this one runs wherever onnx is."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], "g", [x], [y])
+    path = tmp_path / "contrib.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)]),
+              str(path))
+    report = compare_runtimes(path, "ort,reference", batches=[1], cap_seconds=60)
+    statuses = _statuses(report)
+    assert statuses[("ort", 1)] == "reference" and statuses[("reference", 1)] in ("does not load", "fails to run")
+    assert report.error is None and report.exit_code == 1 and report.to_dict()["exit_code"] == 1
+
+
 @pytest.mark.parametrize("runtime", ["openvino", "tract"])
 def test_a_live_load_failure_is_the_one_the_offline_profile_predicted(runtime: str, tmp_path: Path) -> None:
     """Det has no OpenVINO translator and no tract builder: the profile says the file does not load, and the
