@@ -11,6 +11,11 @@
 #   bash docs/gpu/run_ort_vs_compiled.sh E   # a fresh machine: `portable export` files (GELU in ORT's fusable order)
 #                                            # against torch.onnx's own, ConvNeXt-T and BERT-base, batch 32, beside
 #                                            # compiled PyTorch in one process
+#   bash docs/gpu/run_ort_vs_compiled.sh F1  # round 3, the product: `portable export` files of the three models
+#                                            # (every pass of today's exporter: IdentityGatherPass lets NHWC and
+#                                            # CUDA graphs run together), strict fp32 compares at batch 1 and 32
+#   bash docs/gpu/run_ort_vs_compiled.sh F2  # the same machine: fp16 exports, the 100M LLaMA decode, live
+#                                            # ort-cuda over every file, the summary (docs/gpu/ort-vs-compiled.json)
 # Needs onnxruntime-gpu in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh; stage A's call runs its installer),
 # transformers 5.24 as a wheel in .whl (stage C: the machine's 5.17 predates the `cache=` argument), the CPU-made
 # EfficientNet-Lite0 files in .gpuwork (stage C). Results: /tmp/ovc-res, and $OUT/ovc-STAGE.tar.gz.
@@ -125,6 +130,25 @@ case "$STAGE" in
         --onnx "$MODELS/portable/${m%%:*}.onnx" --reference "docs/gpu/models.py:${m%%:*}" --kind "${m##*:}" \
         --batch 32 --also "ort-cuda-graph (torch.onnx file)=$MODELS/${m%%:*}.onnx" --out "$RES/levers/portable-${m%%:*}.json"
     done
+    ;;
+  F1)
+    bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
+    step env 60 bash -c "nvidia-smi; python3 -c 'import onnxruntime as o, torch, transformers, torchvision; \
+      print(o.__version__, o.get_available_providers(), torch.__version__, transformers.__version__, torchvision.__version__)'"
+    RAW= export_models convnext_tiny resnet50 bert_base
+    cmp convnext_tiny-strict convnext_tiny cuda-graph,cuda-graph-nhwc
+    cmp resnet50-strict resnet50 cuda-graph,cuda-graph-nhwc
+    cmp bert_base-strict bert_base cuda,cuda-graph
+    ;;
+  F2)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+    RAW= export_models convnext_tiny_fp16 resnet50_fp16 bert_base_fp16
+    step textgen 240 python3 docs/gpu/textgen_gpu.py --out "$RES" --models "$MODELS/textgen" --seconds 1.5
+    for f in "$MODELS"/*.onnx "$MODELS"/textgen/*.onnx "$ROOT"/.gpuwork/*.onnx; do
+      [ -f "$f" ] && live "$(basename "$f" .onnx)" "$f"
+    done
+    step summarize 60 python3 "$ROOT/bench/ort_vs_compiled_bench.py" summarize --compares "$RES/compares" \
+      --live "$RES/live" --decode "$RES/textgen-gpu.json" --out "$RES/ort-vs-compiled.json"
     ;;
 esac
 cat "$RES/steps.txt"
