@@ -78,6 +78,15 @@ lever() {  # lever NAME SPEC KIND: the provider options one at a time beside com
     --reference "docs/gpu/models.py:$2" --kind "$3" --batch 32 --out "$RES/levers/$1.json"
 }
 
+decode_live_summary() {  # decode_live_summary LIMIT_S: the LLaMA decode lever, live ort-cuda over every file, the summary
+  step textgen "$1" python3 docs/gpu/textgen_gpu.py --out "$RES" --models "$MODELS/textgen" --seconds 1.5
+  for f in "$MODELS"/*.onnx "$MODELS"/textgen/*.onnx "$ROOT"/.gpuwork/*.onnx; do
+    [ -f "$f" ] && live "$(basename "$f" .onnx)" "$f"
+  done
+  step summarize 60 python3 "$ROOT/bench/ort_vs_compiled_bench.py" summarize --compares "$RES/compares" \
+    --live "$RES/live" --decode "$RES/textgen-gpu.json" --out "$RES/ort-vs-compiled.json"
+}
+
 case "$STAGE" in
   A)
     bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
@@ -98,12 +107,7 @@ case "$STAGE" in
     ;;
   C)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-    step textgen 300 python3 docs/gpu/textgen_gpu.py --out "$RES" --models "$MODELS/textgen" --seconds 1.5
-    for f in "$MODELS"/*.onnx "$MODELS"/textgen/*.onnx "$ROOT"/.gpuwork/*.onnx; do
-      [ -f "$f" ] && live "$(basename "$f" .onnx)" "$f"
-    done
-    step summarize 60 python3 "$ROOT/bench/ort_vs_compiled_bench.py" summarize --compares "$RES/compares" \
-      --live "$RES/live" --decode "$RES/textgen-gpu.json" --out "$RES/ort-vs-compiled.json"
+    decode_live_summary 300
     ;;
   D)
     bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
@@ -143,12 +147,7 @@ case "$STAGE" in
   F2)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
     RAW= export_models convnext_tiny_fp16 resnet50_fp16 bert_base_fp16
-    step textgen 240 python3 docs/gpu/textgen_gpu.py --out "$RES" --models "$MODELS/textgen" --seconds 1.5
-    for f in "$MODELS"/*.onnx "$MODELS"/textgen/*.onnx "$ROOT"/.gpuwork/*.onnx; do
-      [ -f "$f" ] && live "$(basename "$f" .onnx)" "$f"
-    done
-    step summarize 60 python3 "$ROOT/bench/ort_vs_compiled_bench.py" summarize --compares "$RES/compares" \
-      --live "$RES/live" --decode "$RES/textgen-gpu.json" --out "$RES/ort-vs-compiled.json"
+    decode_live_summary 240
     ;;
 esac
 cat "$RES/steps.txt"
