@@ -79,10 +79,10 @@ def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | 
         outputs = set(extra.get("OpTypesToExcludeOutputQuantization", ())) | set(prepared.float_output_ops)
         if outputs:
             extra["OpTypesToExcludeOutputQuantization"] = sorted(outputs)
-    overrides = _per_tensor_weights(settings, onnx.load(str(prepared.path), load_external_data=False)
-                                    if prepared is not None and settings.target.per_tensor_ops else proto)
-    if overrides:
-        extra["TensorQuantOverrides"] = {**overrides, **extra.get("TensorQuantOverrides", {})}
+    if settings.per_channel and settings.target.per_tensor_ops:  # the weights of the model the quantizer reads
+        source = proto if prepared is None else onnx.load(str(prepared.path), load_external_data=False)
+        extra["TensorQuantOverrides"] = {**_per_tensor_weights(settings, source),
+                                         **extra.get("TensorQuantOverrides", {})}
     return {"quant_format": QuantFormat.QDQ, "per_channel": settings.per_channel,
             "activation_type": getattr(QuantType, _TYPES[settings.activations]),
             "weight_type": getattr(QuantType, _TYPES[settings.weights]),
@@ -97,8 +97,6 @@ def _per_tensor_weights(settings: Settings, proto: onnx.ModelProto) -> dict[str,
     (``QnnCompatibilityOverrides._process_matmul``), but only inside a whole config of its own."""
     from onnxruntime.quantization import QuantType
 
-    if not settings.per_channel or not settings.target.per_tensor_ops:
-        return {}
     weights = {t.name for t in proto.graph.initializer}
     qtype = getattr(QuantType, _TYPES[settings.weights])
     symmetric = bool(settings.extra.get("WeightSymmetric", settings.weights == "int8"))
