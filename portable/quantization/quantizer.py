@@ -80,7 +80,7 @@ def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | 
         if outputs:
             extra["OpTypesToExcludeOutputQuantization"] = sorted(outputs)
     if settings.per_channel and settings.target.per_tensor_ops:  # the weights of the model the quantizer reads
-        source = proto if prepared is None else onnx.load(str(prepared.path), load_external_data=False)
+        source = proto if prepared is None else prepared.model
         extra["TensorQuantOverrides"] = {**_per_tensor_weights(settings, source),
                                          **extra.get("TensorQuantOverrides", {})}
     return {"quant_format": QuantFormat.QDQ, "per_channel": settings.per_channel,
@@ -114,9 +114,11 @@ class Quantized:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The float model the quantizer reads (``source`` or a rewritten copy) and what it keeps float."""
+    """The float model the quantizer reads (``source`` or a rewritten copy; ``model`` is it in memory) and what
+    it keeps float."""
 
     path: Path
+    model: onnx.ModelProto
     passes: dict[str, Any]
     float_nodes: tuple[str, ...] = ()
     float_output_ops: tuple[str, ...] = ()
@@ -165,7 +167,7 @@ def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibratio
     path = source if corrected is proto else folder / "prepared-float.onnx"
     if corrected is not proto:
         onnx.save(corrected, str(path))
-    return Prepared(path, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
+    return Prepared(path, corrected, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
