@@ -17,8 +17,8 @@
 #   bash docs/gpu/run_ort_vs_compiled.sh F2  # the same machine: fp16 exports, the 100M LLaMA decode, live
 #                                            # ort-cuda over every file, the summary (docs/gpu/ort-vs-compiled.json)
 # Needs onnxruntime-gpu in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh; stage A's call runs its installer),
-# transformers 5.24 as a wheel in .whl (stage C: the machine's 5.17 predates the `cache=` argument), the CPU-made
-# EfficientNet-Lite0 files in .gpuwork (stage C). Results: /tmp/ovc-res, and $OUT/ovc-STAGE.tar.gz.
+# transformers 5.24 as a wheel in .whl (stages C and F2: the machine's 5.17 predates the `cache=` argument), the CPU-made
+# EfficientNet-Lite0 files in .gpuwork (stages C and F2). Results: /tmp/ovc-res, and $OUT/ovc-STAGE.tar.gz.
 set -u
 STAGE=${1:?stage A, B or C}
 ROOT=$PWD
@@ -78,6 +78,12 @@ lever() {  # lever NAME SPEC KIND: the provider options one at a time beside com
     --reference "docs/gpu/models.py:$2" --kind "$3" --batch 32 --out "$RES/levers/$1.json"
 }
 
+install_and_env() {  # onnxruntime-gpu from the staged parts, and what the machine has
+  bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
+  step env 60 bash -c "nvidia-smi; python3 -c 'import onnxruntime as o, torch, transformers, torchvision; \
+    print(o.__version__, o.get_available_providers(), torch.__version__, transformers.__version__, torchvision.__version__)'"
+}
+
 decode_live_summary() {  # decode_live_summary LIMIT_S: the LLaMA decode lever, live ort-cuda over every file, the summary
   step textgen "$1" python3 docs/gpu/textgen_gpu.py --out "$RES" --models "$MODELS/textgen" --seconds 1.5
   for f in "$MODELS"/*.onnx "$MODELS"/textgen/*.onnx "$ROOT"/.gpuwork/*.onnx; do
@@ -89,9 +95,7 @@ decode_live_summary() {  # decode_live_summary LIMIT_S: the LLaMA decode lever, 
 
 case "$STAGE" in
   A)
-    bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
-    step env 60 bash -c "nvidia-smi; python3 -c 'import onnxruntime as o, torch, transformers, torchvision; \
-      print(o.__version__, o.get_available_providers(), torch.__version__, transformers.__version__, torchvision.__version__)'"
+    install_and_env
     export_models convnext_tiny resnet50 bert_base convnext_tiny_fp16 resnet50_fp16 bert_base_fp16
     cmp convnext_tiny-strict convnext_tiny "$CONV_EPS"
     cmp resnet50-strict resnet50 "$CONV_EPS"
@@ -136,9 +140,7 @@ case "$STAGE" in
     done
     ;;
   F1)
-    bash .ortgpu5/install.sh >"$RES/install.out" 2>&1 || { cat "$RES/install.out"; exit 1; }
-    step env 60 bash -c "nvidia-smi; python3 -c 'import onnxruntime as o, torch, transformers, torchvision; \
-      print(o.__version__, o.get_available_providers(), torch.__version__, transformers.__version__, torchvision.__version__)'"
+    install_and_env
     RAW= export_models convnext_tiny resnet50 bert_base
     cmp convnext_tiny-strict convnext_tiny cuda-graph,cuda-graph-nhwc
     cmp resnet50-strict resnet50 cuda-graph,cuda-graph-nhwc
