@@ -173,9 +173,10 @@ class StaticRewritePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         from onnxscript.rewriter import RewritePass
 
+        from portable.exporters.attention_rewrites import attention_rules
         from portable.exporters.rewrites import portable_rules
 
-        return RewritePass([*_library_rules(), *portable_rules()])(model)
+        return RewritePass([*_library_rules(), *portable_rules(), *attention_rules()])(model)
 
 
 class RuntimeFusionPass(ir.passes.InPlacePass):

@@ -12,6 +12,7 @@ the numbers exactly (data movement, a multiplication by one, an addition of an i
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,7 @@ def portable_rules() -> list[RewriteRule]:
         RewriteRule(_unsqueeze_twice, _one_unsqueeze, _merged_axes_known, name="UnsqueezeUnsqueeze"),
         RewriteRule(_unsqueezed_reshape, _one_reshape, _ones_insertable, name="ReshapeUnsqueeze"),
         RewriteRule(_slice_twice, _one_slice, _disjoint_axes, name="SliceSlice", remove_nodes=False),
+        RewriteRule(_reshape_transpose_reshape, _one_transpose, _moves_whole_axes, name="ReshapeTransposeReshape"),
         *exact_no_op_rules(),
     ]
 
@@ -85,6 +87,70 @@ def _keeps_shape(context: Any, x: ir.Value, shape: ir.Value, **_: Any) -> bool:
         return False  # an empty tensor: -1 would not infer
     copies = not _allowzero(context.root)
     return all(t == -1 or (t == 0 and copies) or (isinstance(d, int) and t == d) for t, d in zip(target, dims))
+
+
+# --- a Transpose between a Reshape that merges axes and one that splits them again (attention's k.T)
+
+
+def _reshape_transpose_reshape(op: Any, x: ir.Value, shape1: ir.Value, shape2: ir.Value) -> ir.Value:
+    merged = op.Reshape(x, shape1, _allow_other_attributes=True, _outputs=["merged"])
+    moved = op.Transpose(merged, _allow_other_attributes=True, _outputs=["moved"])
+    return op.Reshape(moved, shape2, _allow_other_attributes=True, _outputs=["split"])
+
+
+def _moves_whole_axes(context: Any, x: ir.Value, **bound: ir.Value) -> bool:
+    return _whole_axes_perm(x, bound) is not None
+
+
+def _whole_axes_perm(x: ir.Value, bound: dict[str, ir.Value]) -> tuple[int, ...] | None:
+    """The one ``perm`` of ``x``'s axes that gives the three nodes' output at batches 1, 2, 3 and 5 (static
+    dims but a leading batch symbol): the nodes then only move whole axes, at every batch. ``x`` of rank 4
+    at most, or no more than the Transpose's: targets limit a Transpose's rank (docs/fix.md, rank-limit)."""
+    first, second, perm = _ints(bound["shape1"]), _ints(bound["shape2"]), _perm_of(bound["moved"])
+    dims = list(x.shape) if x.shape is not None else []
+    if first is None or second is None or perm is None or not 1 < len(dims) <= max(4, len(perm)):
+        return None
+    rest = [d for d in dims[1:] if isinstance(d, int)]
+    if len(rest) != len(dims) - 1:
+        return None
+    zeros = [_allowzero(v.producer()) for v in (bound["merged"], bound["split"])]  # type: ignore[arg-type]
+    batches = (dims[0],) if isinstance(dims[0], int) else (1, 2, 3, 5)
+    found = {_perm_at([batch, *rest], [first, second], perm, zeros) for batch in batches}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def _perm_of(value: ir.Value) -> tuple[int, ...] | None:
+    node = value.producer()
+    attr = node.attributes.get("perm") if node is not None else None
+    return tuple(attr.as_ints()) if attr is not None else None
+
+
+def _perm_at(dims: list[int], targets: list[list[int]], perm: tuple[int, ...], zeros: list[bool]) -> Any:
+    """The axes' permutation equal to reshape, transpose, reshape of a ``dims`` array, or None."""
+    start = np.arange(int(np.prod(dims))).reshape(dims)
+    try:
+        middle = start.reshape(_target(start.shape, targets[0], zeros[0]))
+        moved = middle.transpose(perm)
+        out = moved.reshape(_target(moved.shape, targets[1], zeros[1]))
+    except ValueError:
+        return None
+    for candidate in itertools.permutations(range(len(dims))):
+        if start.transpose(candidate).shape == out.shape and np.array_equal(start.transpose(candidate), out):
+            return candidate
+    return None
+
+
+def _target(shape: tuple[int, ...], target: list[int], allowzero: bool) -> list[int]:
+    """Reshape's ``0`` (a copy of the input's dim, unless ``allowzero``) made explicit for NumPy."""
+    return [shape[i] if t == 0 and not allowzero else t for i, t in enumerate(target)]
+
+
+def _one_transpose(op: Any, x: ir.Value, **bound: ir.Value) -> ir.Value:
+    perm = _whole_axes_perm(x, bound)
+    assert perm is not None and x.shape is not None  # the condition checked both
+    out = op.Transpose(x, perm=list(perm))
+    out.shape, out.type = ir.Shape([x.shape[p] for p in perm]), x.type
+    return out
 
 
 # --- Unsqueeze of an Unsqueeze
