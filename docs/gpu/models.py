@@ -126,6 +126,17 @@ def _test_models():  # type: ignore[no-untyped-def]
     return module
 
 
+def _without_attention_rewrites() -> None:
+    """Turn off the exporter's attention clean-ups (exporters/attention_rewrites.py and the
+    ``ReshapeTransposeReshape`` rule), as the tests do, for the before/after timing of round 4."""
+    import portable.exporters.attention_rewrites as attention_rewrites
+    import portable.exporters.rewrites as rewrites
+
+    library = rewrites.portable_rules
+    attention_rewrites.attention_rules = lambda: []  # type: ignore[assignment]
+    rewrites.portable_rules = lambda: [r for r in library() if r.name != "ReshapeTransposeReshape"]  # type: ignore[assignment]
+
+
 def export(name: str, path: str, raw: bool = False) -> None:
     """Export SPEC ``name`` with a dynamic batch axis: ``portable export``'s pipeline (the dynamo exporter, opset
     18, portable's passes, one file, no verify here: the compares are the proof), or with ``raw`` torch.onnx's
@@ -144,4 +155,6 @@ def export(name: str, path: str, raw: bool = False) -> None:
 
 
 if __name__ == "__main__":
+    if "--without-attention-rewrites" in sys.argv[3:]:
+        _without_attention_rewrites()
     export(sys.argv[1], sys.argv[2], raw="--raw" in sys.argv[3:])

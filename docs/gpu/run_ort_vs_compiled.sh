@@ -16,6 +16,9 @@
 #                                            # CUDA graphs run together), strict fp32 compares at batch 1 and 32
 #   bash docs/gpu/run_ort_vs_compiled.sh F2  # the same machine: fp16 exports, the 100M LLaMA decode, live
 #                                            # ort-cuda over every file, the summary (docs/gpu/ort-vs-compiled.json)
+#   bash docs/gpu/run_ort_vs_compiled.sh G1  # round 4 (H200): F1 with today's exporter (attention clean-ups), and BERT-base's
+#                                            # file before/after them timed side by side with compiled PyTorch
+#   bash docs/gpu/run_ort_vs_compiled.sh G2  # the same machine: F2 (fp16 exports, decode, live ort-cuda, the summary)
 # Needs onnxruntime-gpu in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh; stage A's call runs its installer),
 # transformers 5.24 as a wheel in .whl (stages C and F2: the machine's 5.17 predates the `cache=` argument), the CPU-made
 # EfficientNet-Lite0 files in .gpuwork (stages C and F2). Results: /tmp/ovc-res, and $OUT/ovc-STAGE.tar.gz.
@@ -146,7 +149,21 @@ case "$STAGE" in
     cmp resnet50-strict resnet50 cuda-graph,cuda-graph-nhwc
     cmp bert_base-strict bert_base cuda,cuda-graph
     ;;
-  F2)
+  G1)
+    install_and_env
+    step export-bert_base-kept 240 python3 docs/gpu/models.py bert_base /tmp/bert_base-kept.onnx \
+      --without-attention-rewrites &
+    RAW= export_models convnext_tiny resnet50 bert_base
+    wait
+    cmp convnext_tiny-strict convnext_tiny cuda-graph,cuda-graph-nhwc
+    cmp resnet50-strict resnet50 cuda-graph,cuda-graph-nhwc
+    cmp bert_base-strict bert_base cuda,cuda-graph
+    mkdir -p "$RES/levers"
+    step levers-bert-attention 200 python3 "$ROOT/bench/ort_vs_compiled_bench.py" levers --onnx "$MODELS/bert_base.onnx" \
+      --reference docs/gpu/models.py:bert_base --kind bert --batch 32 \
+      --also "ort-cuda-graph (attention clean-ups off)=/tmp/bert_base-kept.onnx" --out "$RES/levers/bert-attention.json"
+    ;;
+  F2 | G2)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
     RAW= export_models convnext_tiny_fp16 resnet50_fp16 bert_base_fp16
     decode_live_summary 240
