@@ -4,7 +4,8 @@ Each rule is a pattern, a condition and a replacement (:class:`onnxscript.rewrit
 applied by onnxscript's rewriter (:class:`~portable.exporters.passes.StaticRewritePass`). They cover
 what onnxscript's own rules leave: its ``UnsqueezeUnsqueeze`` takes one axis each, its no-op rules
 take scalars only (and compare within a tolerance), it has no rule for a ``Reshape`` that keeps its
-input's shape, an ``Unsqueeze`` after a ``Reshape`` or a ``Slice`` of a ``Slice``. Every rule keeps
+input's shape, an ``Unsqueeze`` after a ``Reshape``, a ``Slice`` of a ``Slice`` or a ``Transpose`` between two
+``Reshape`` s that only merge and split back whole axes (attention's ``k.transpose(-2, -1)``). Every rule keeps
 the numbers exactly (data movement, a multiplication by one, an addition of an integer zero or of
 ``-0.0``) and holds for every batch: a symbolic dim only ever matches a ``0`` (copy) or ``-1``
 (infer) in a shape, never the number the probes fixed it to.
