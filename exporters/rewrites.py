@@ -13,7 +13,6 @@ the numbers exactly (data movement, a multiplication by one, an addition of an i
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -127,7 +126,10 @@ def _perm_of(value: ir.Value) -> tuple[int, ...] | None:
 
 
 def _perm_at(dims: list[int], targets: list[list[int]], perm: tuple[int, ...], zeros: list[bool]) -> Any:
-    """The axes' permutation equal to reshape, transpose, reshape of a ``dims`` array, or None."""
+    """The axes' permutation equal to reshape, transpose, reshape of a ``dims`` array, or None (also above
+    ``_MOVED_MAX`` elements: the check holds the array)."""
+    if not 0 < int(np.prod(dims)) <= _MOVED_MAX:
+        return None
     start = np.arange(int(np.prod(dims))).reshape(dims)
     try:
         middle = start.reshape(_target(start.shape, targets[0], zeros[0]))
@@ -135,10 +137,29 @@ def _perm_at(dims: list[int], targets: list[list[int]], perm: tuple[int, ...], z
         out = moved.reshape(_target(moved.shape, targets[1], zeros[1]))
     except ValueError:
         return None
-    for candidate in itertools.permutations(range(len(dims))):
-        if start.transpose(candidate).shape == out.shape and np.array_equal(start.transpose(candidate), out):
-            return candidate
-    return None
+    candidate = _axes_by_stride(start, out)
+    return candidate if candidate is not None and np.array_equal(start.transpose(candidate), out) else None
+
+
+_MOVED_MAX = 1 << 24
+
+
+def _axes_by_stride(start: np.ndarray, out: np.ndarray) -> tuple[int, ...] | None:
+    """The source axis of each of ``out``'s axes, read from the index step one position along it (``start`` is
+    ``arange`` in C order, so a step is a source axis's stride); size-1 axes take the size-1 source axes in order."""
+    if out.ndim != start.ndim:
+        return None
+    strides = [s // start.itemsize for s in start.strides]
+    ones = [i for i, d in enumerate(start.shape) if d == 1]
+    axes: list[int] = []
+    for axis, size in enumerate(out.shape):
+        if size == 1:
+            axes.append(ones.pop(0) if ones else -1)
+            continue
+        step = int(out[tuple(int(a == axis) for a in range(out.ndim))] - out[(0,) * out.ndim])
+        found = [i for i, d in enumerate(start.shape) if d == size and strides[i] == step and i not in axes]
+        axes.append(found[0] if found else -1)
+    return tuple(axes) if sorted(axes) == list(range(start.ndim)) else None
 
 
 def _target(shape: tuple[int, ...], target: list[int], allowzero: bool) -> list[int]:
