@@ -68,8 +68,7 @@ def _constant_condition(context: Any, c: ir.Value, a: ir.Value, b: ir.Value, **_
 
 def _chosen(c: ir.Value, a: ir.Value, b: ir.Value) -> np.ndarray | None:
     """The branch ``Where`` takes everywhere, broadcast to the shape of ``c``, ``a`` and ``b`` together."""
-    arrays = [_const(v) for v in (c, a, b)]
-    cond, left, right = arrays
+    cond, left, right = (_const(v) for v in (c, a, b))
     if cond is None or left is None or right is None or cond.dtype != np.bool_ or cond.size == 0:
         return None
     if not (cond.all() or not cond.any()):

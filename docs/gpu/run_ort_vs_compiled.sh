@@ -19,7 +19,6 @@
 #   bash docs/gpu/run_ort_vs_compiled.sh G1  # round 4 (H200): F1 with today's exporter (attention clean-ups), and BERT-base's
 #                                            # file before/after them timed side by side with compiled PyTorch
 #   bash docs/gpu/run_ort_vs_compiled.sh G2  # the same machine: F2 (fp16 exports, decode, live ort-cuda, the summary)
-#   bash docs/gpu/run_ort_vs_compiled.sh G3  # where ConvNeXt-T's time goes now (NHWC, batch 32): CUPTI on both sides
 # Needs onnxruntime-gpu in /tmp/ortsite (../shared/tools/ort-gpu/prepare.sh; stage A's call runs its installer),
 # transformers 5.24 as a wheel in .whl (stages C and F2: the machine's 5.17 predates the `cache=` argument), the CPU-made
 # EfficientNet-Lite0 files in .gpuwork (stages C and F2). Results: /tmp/ovc-res, and $OUT/ovc-STAGE.tar.gz.
@@ -163,11 +162,6 @@ case "$STAGE" in
     step levers-bert-attention 200 python3 "$ROOT/bench/ort_vs_compiled_bench.py" levers --onnx "$MODELS/bert_base.onnx" \
       --reference docs/gpu/models.py:bert_base --kind bert --batch 32 \
       --also "ort-cuda-graph (attention clean-ups off)=/tmp/bert_base-kept.onnx" --out "$RES/levers/bert-attention.json"
-    ;;
-  G3)
-    install_and_env
-    RAW= export_models convnext_tiny
-    prof convnext_tiny-strict convnext_tiny --nhwc
     ;;
   F2 | G2)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
