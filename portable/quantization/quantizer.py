@@ -20,9 +20,10 @@ from typing import Any
 
 import onnx
 
-from portable.errors import InternalError, UsageError, one_line
+from portable.errors import UsageError
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
+from portable.quantization.steps import shape_step, step
 
 __all__ = ["Prepared", "Quantized", "exclusions", "prepare", "quantize_file"]
 
@@ -171,7 +172,9 @@ def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibratio
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
-    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data)."""
+    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data). Each step's failure
+    names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the cause chained
+    (``--debug`` shows it)."""
     proto = onnx.load(str(source), load_external_data=False)
     exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
@@ -181,13 +184,11 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Qua
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
         prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
-        try:
+        with step(source, None):
             ready = prepare(source, proto, settings, calibration, Path(tmp))
-            quant_pre_process(str(ready.path), str(prepared), skip_optimization=True)
+        with step(source, shape_step(settings.symbolic_shape)), contextlib.chdir(tmp):  # its failure writes into the cwd
+            quant_pre_process(str(ready.path), str(prepared), skip_optimization=True,
+                              skip_symbolic_shape=not settings.symbolic_shape)
+        with step(source, "ONNX Runtime's quantize_static"):
             quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
-        except (UsageError, InternalError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer raises plain exceptions
-            raise InternalError(f"ONNX Runtime's quantizer failed: {one_line(exc, limit=300)}",
-                                path=str(source)) from None
         return Quantized(onnx.load(str(out)), ready.passes)

@@ -42,6 +42,7 @@ from portable.quantization.quantizer import exclusions, quantize_file
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
 from portable.quantization.search import SearchResult
 from portable.quantization.settings import DEFAULT_GOAL
+from portable.quantization.steps import ShapeInference, shape_inference
 from portable.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     calibration, held_out = _samples(plan, proto, specs)
     phases = Phases(quiet)
     phases.timings["load"] = round(time.perf_counter() - start, 4)
+    with phases.phase("shapes"), quiet_libraries():  # ONNX Runtime's shape inference, before any long work
+        plan, shapes = _shape_inference(plan)
     plan, searched = _searched(plan, calibration, held_out, phases)
     if searched is not None and searched.quantized is not None:  # the search's own trial is the file
         quantized = searched.quantized
@@ -82,6 +85,7 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
             staged = _stage(stages, quantized.proto, plan, _batch_stamp(proto), force)
         result = replace(_result(plan, calibration, held_out, staged, quantized.proto), passes=quantized.passes,
                          search=searched)
+        result = replace(result, notes=result.notes + ((shapes.note,) if shapes.note else ()))
         with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
             result = _measure(plan, result, float_model, int8_model, held_out, phases)
         _judge(replace(result, timings=dict(phases.timings)))
@@ -101,6 +105,12 @@ def _searched(plan: Plan, calibration: Samples, held_out: Samples, phases: Phase
         found = search(plan.source, plan.settings, goal, calibration, held_out,
                        _first(held_out, PER_NODE_SAMPLES), _accuracy, plan.search_limit)
     return replace(plan, settings=found.settings), found
+
+
+def _shape_inference(plan: Plan) -> tuple[Plan, ShapeInference]:
+    """The plan with the shape inference ``quant_pre_process`` will run (symbolic, or ONNX's where it fails)."""
+    found = shape_inference(plan.source)
+    return replace(plan, settings=replace(plan.settings, symbolic_shape=found.symbolic)), found
 
 
 def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan, batch: str | int,

