@@ -19,7 +19,7 @@ import numpy as np
 
 from portable.quantization.settings import Budgets
 
-__all__ = ["BudgetCheck", "OutputAccuracy", "check_budgets", "compare_outputs", "cosine_mean", "sqnr_db",
+__all__ = ["BudgetCheck", "OutputAccuracy", "check_budgets", "compare_outputs", "cosine_mean", "sqnr_db", "sqnr_of_sums",
            "top1_agreement"]
 
 PERFECT_DB = 200.0  # the SQNR reported for an output the quantized model reproduces exactly
@@ -28,8 +28,11 @@ PERFECT_DB = 200.0  # the SQNR reported for an output the quantized model reprod
 def sqnr_db(expected: np.ndarray, actual: np.ndarray) -> float:
     """Signal-to-quantization-noise ratio in dB (the module docstring); ``PERFECT_DB`` when equal."""
     e, a = np.asarray(expected, dtype=np.float64), np.asarray(actual, dtype=np.float64)
-    noise = float(np.sum((e - a) ** 2))
-    signal = float(np.sum(e**2))
+    return sqnr_of_sums(float(np.sum(e**2)), float(np.sum((e - a) ** 2)))
+
+
+def sqnr_of_sums(signal: float, noise: float) -> float:
+    """:func:`sqnr_db` from ``sum(f^2)`` and ``sum((f - q)^2)``, which add up batch by batch."""
     if not math.isfinite(noise):
         return -math.inf
     if noise == 0.0:

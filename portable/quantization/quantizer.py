@@ -111,6 +111,8 @@ class Quantized:
 
     proto: onnx.ModelProto
     passes: dict[str, Any] = field(default_factory=dict)
+    # the float model as the int8 one computes it (Prepared.reference): what the worst nodes compare with
+    reference: onnx.ModelProto | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ class Prepared:
     passes: dict[str, Any]
     float_nodes: tuple[str, ...] = ()
     float_output_ops: tuple[str, ...] = ()
+    # the float model after the passes that keep its function exact (SmoothQuant), before those that change it
+    # (bias correction): each int8 tensor is compared with this one's (nodes.py); None: the source as it is
+    reference: onnx.ModelProto | None = None
 
 
 def _smoothed(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
@@ -168,7 +173,8 @@ def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibratio
     path = source if corrected is proto else folder / "prepared-float.onnx"
     if corrected is not proto:
         onnx.save(corrected, str(path))
-    return Prepared(path, corrected, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
+    return Prepared(path, corrected, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops,
+                    None if smoothed is proto else smoothed)
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
@@ -191,4 +197,4 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Qua
                               skip_symbolic_shape=not settings.symbolic_shape)
         with step(source, "ONNX Runtime's quantize_static"):
             quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
-        return Quantized(onnx.load(str(out)), ready.passes)
+        return Quantized(onnx.load(str(out)), ready.passes, ready.reference)

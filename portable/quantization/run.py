@@ -86,8 +86,9 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
         result = replace(_result(plan, calibration, held_out, staged, quantized.proto), passes=quantized.passes,
                          search=searched)
         result = replace(result, notes=result.notes + ((shapes.note,) if shapes.note else ()))
-        with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
-            result = _measure(plan, result, float_model, int8_model, held_out, phases)
+        with _workdir(plan.source, staged.readable(), quantized.reference) as (float_model, int8_model, reference), \
+                quiet_libraries():
+            result = _measure(plan, result, (float_model, reference), int8_model, held_out, phases)
         _judge(replace(result, timings=dict(phases.timings)))
         return _write(staged, plan, result, phases)
 
@@ -128,15 +129,23 @@ def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan,
 
 
 @contextlib.contextmanager
-def _workdir(source: Path, staged: Path) -> Iterator[tuple[Path, Path]]:
+def _workdir(source: Path, staged: Path, reference: onnx.ModelProto | None) -> Iterator[tuple[Path, Path, Path]]:
     """Both models under names in a folder of our own (symbolic links, nothing copied): ONNX Runtime's
     quantization tools write helper files beside the models they read (``NAME-inferred.onnx``), which
-    must land neither beside the user's model nor in the output folder."""
+    must land neither beside the user's model nor in the output folder. The third is the float model as the
+    quantizer read it (``Quantized.reference``; the source itself when no pass changed its tensors)."""
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
         float_model, int8_model = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
         float_model.symlink_to(source.resolve())
         int8_model.symlink_to(staged.resolve())
-        yield float_model, int8_model
+        yield float_model, int8_model, _saved(reference, Path(tmp) / "reference.onnx") or float_model
+
+
+def _saved(proto: onnx.ModelProto | None, path: Path) -> Path | None:
+    if proto is None:
+        return None
+    onnx.save(proto, str(path))
+    return path
 
 
 def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
@@ -217,9 +226,11 @@ def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: Staged,
                           + ((ENTROPY_NOTE,) if plan.settings.method == "entropy" else ()))
 
 
-def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, held_out: Samples,
+def _measure(plan: Plan, result: QuantizeResult, floats: tuple[Path, Path], int8: Path, held_out: Samples,
              phases: Phases) -> QuantizeResult:
-    """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples."""
+    """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples. ``floats``: the user's
+    float model (accuracy, latency), and the one the quantizer read (the worst nodes compare like with like)."""
+    float_model, reference = floats
     with phases.phase("accuracy"):
         accuracy = _accuracy(float_model, int8, held_out)
         result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy),
@@ -229,7 +240,7 @@ def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, 
         from portable.quantization.nodes import worst_nodes
 
         with phases.phase("nodes"):
-            result = replace(result, worst_nodes=worst_nodes(float_model, int8, _first(held_out, PER_NODE_SAMPLES)))
+            result = replace(result, worst_nodes=worst_nodes(reference, int8, _first(held_out, PER_NODE_SAMPLES)))
     if plan.latency:
         from portable.quantization.speed import compare_latency
 

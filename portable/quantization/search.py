@@ -66,7 +66,15 @@ def _trial(source: Path, settings: Settings, calibration: Samples, folder: Path)
     return quantized, path
 
 
-def _ranked(source: Path, settings: Settings, trial: Path, calibration: Samples, samples: Samples,
+def _reference(source: Path, quantized: Quantized, folder: Path) -> Path:
+    """The float model the quantizer read, as the worst nodes compare with it (the source when unchanged)."""
+    if quantized.reference is None:
+        return source
+    onnx.save(quantized.reference, str(folder / "reference.onnx"))
+    return folder / "reference.onnx"
+
+
+def _ranked(source: tuple[Path, Path], settings: Settings, trial: Path, calibration: Samples, samples: Samples,
             limit: int) -> list[str]:
     """Float-model node names to keep float, in order: the weight layers whose int8 weights alone cost the
     outputs most (:mod:`portable.quantization.sensitivity`, on the calibration samples), then the rest by their
@@ -74,8 +82,8 @@ def _ranked(source: Path, settings: Settings, trial: Path, calibration: Samples,
     from portable.quantization.nodes import worst_nodes
     from portable.quantization.sensitivity import weight_sensitivity
 
-    layers = [layer.node for layer in weight_sensitivity(source, settings, calibration)]
-    rows = worst_nodes(source, trial, samples, count=4 * limit)
+    layers = [layer.node for layer in weight_sensitivity(source[0], settings, calibration)]
+    rows = worst_nodes(source[1], trial, samples, count=4 * limit)
     own = [r.node for r in rows if r.node and r.qdq_sqnr_db is not None]
     return list(dict.fromkeys(layers + own))[:limit]
 
@@ -105,7 +113,8 @@ def search(source: Path, settings: Settings, budgets: Budgets, calibration: Samp
         kept: list[str] = []
         tried: list[str] = []
         best = _margin(budgets, accuracy)
-        for name in _ranked(source, settings, trial, calibration, per_node_samples, limit):
+        floats = (source, _reference(source, best_model, folder))
+        for name in _ranked(floats, settings, trial, calibration, per_node_samples, limit):
             tried.append(name)
             current = _excluding(settings, [*kept, name])
             model, path = _trial(source, current, calibration, folder)

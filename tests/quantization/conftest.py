@@ -26,3 +26,26 @@ def quick():
 
     timing = TimingConfig(warmup_seconds=0.0, warmup_max_seconds=0.2, min_iterations=3, min_seconds=0.0, rounds=2)
     return {"samples": 16, "eval_samples": 32, "timing": timing}
+
+
+@pytest.fixture(scope="session")
+def direct_weight_sqnr():
+    """``measure(reference, int8, settings)``: for every MatMul weight the int8 file quantized, the SQNR of ONNX
+    Runtime's own rounding (``quant_utils.quantize_data`` with the run's type, symmetry and per-channel axis) of
+    the weight the quantizer read (``reference``, a float ModelProto), measured directly, apart from the worst-nodes
+    table: ``{weight name: dB}``."""
+    import onnx
+    from onnx import numpy_helper
+
+    from portable.quantization.accuracy import sqnr_db
+    from portable.quantization.correction import ort_rounded
+
+    def measure(reference, int8: Path, settings) -> dict[str, float]:
+        quantized = {t.name.removesuffix("_quantized") for t in onnx.load(str(int8)).graph.initializer}
+        tables = {t.name: numpy_helper.to_array(t).astype("float64") for t in reference.graph.initializer}
+        axis = 1 if settings.per_channel_for("MatMul") else None
+        return {n.input[1]: sqnr_db(tables[n.input[1]], ort_rounded(tables[n.input[1]], settings, axis))
+                for n in reference.graph.node if n.op_type == "MatMul" and n.input[1] in tables
+                and n.input[1] in quantized}
+
+    return measure

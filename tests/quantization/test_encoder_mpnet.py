@@ -94,3 +94,29 @@ def test_debug_shows_the_chained_traceback(cli, mpnet, tmp_path, monkeypatch) ->
     assert plain.exit_code == debug.exit_code == 3 and "Traceback" not in plain.output
     assert "quantize_static broke here" in plain.output
     assert "The above exception was the direct cause" in debug.output
+
+
+def test_worst_nodes_compare_smoothquant_weights_with_the_weights_the_quantizer_read(mpnet, tmp_path,
+                                                                                      direct_weight_sqnr) -> None:
+    """SmoothQuant multiplies each MatMul weight's rows by its factors: against the user's unscaled weights the
+    table read them far below 0 dB, where ONNX Runtime's rounding of what it was given costs about 40 dB."""
+    import onnx
+
+    from portable.quantization.data import Samples, held_out_split
+    from portable.quantization.nodes import worst_nodes
+    from portable.quantization.smoothing import smooth
+
+    model, cal = mpnet
+    result = portable.quantize(model, tmp_path / "q.onnx", calibration=cal, min_sqnr=-1000.0, search_limit=0,
+                               latency=False)
+    assert result.passes["smoothing"]["matmuls"] >= 4 and result.passes["smoothing"]["largest_factor"] > 2.0
+    calibration, held_out = held_out_split(Samples(dict(np.load(cal)), 8, str(cal)))
+    smoothed, _ = smooth(onnx.load(str(model)), calibration)  # the run's own factors: same samples, same pass
+    direct = direct_weight_sqnr(smoothed, result.path, result.settings)
+    assert len(direct) >= 8 and min(direct.values()) > 30.0, direct
+    for row in (n for n in result.worst_nodes if n.kind == "weight" and n.tensor in direct):  # the report's table
+        assert row.qdq_sqnr_db == pytest.approx(direct[row.tensor], abs=0.05), (row, direct[row.tensor])
+    onnx.save(smoothed, str(tmp_path / "smoothed.onnx"))
+    table = worst_nodes(tmp_path / "smoothed.onnx", result.path, held_out.take(0, 8), count=10_000)
+    rows = {n.tensor: n.qdq_sqnr_db for n in table if n.kind == "weight" and n.tensor in direct}
+    assert rows.keys() == direct.keys() and all(rows[k] == pytest.approx(direct[k], abs=0.05) for k in rows)
