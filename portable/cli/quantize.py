@@ -74,16 +74,23 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
                    "which, a bare value is an op type if the model has it, else a node name).")
 @click.option("--min-sqnr", type=float, multiple=True, metavar="DB",
               help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written. "
-                   "With no budget, the floor is 20 dB and 90 % top-1 agreement; --min-sqnr 0 writes what the "
-                   "quantizer gives.")
+                   "With no budget, the default floor judges each output by its kind: logits 95 % top-1 agreement "
+                   "where the float model is sure and 10 dB, embeddings a mean cosine of 0.99, other tensors 20 dB; "
+                   "--min-sqnr 0 writes what the quantizer gives.")
 @click.option("--max-top1-drop", type=float, multiple=True, metavar="PCT",
-              help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
+              help="Budget: top-1 disagreement with the float model (outputs judged as logits, every held-out "
+                   "sample) at most PCT.")
 @click.option("--min-cosine", type=float, multiple=True, metavar="C",
               help="Budget: the mean cosine between float and int8 vectors along each output's last axis (an "
                    "encoder's embeddings) at least C.")
+@click.option("--judge", "judge", multiple=True, metavar="OUTPUT=KIND",
+              help="What judges OUTPUT: logits (top-1 agreement by the float model's confidence), embedding (cosine) "
+                   "or tensor (SQNR). Default: decided from the manifest's task, the output's name, its values and "
+                   "the graph; the report says which and why.")
 @click.option("--search-limit", type=click.IntRange(min=0), default=16, show_default=True,
               help="Keep up to this many of the most sensitive nodes in float until the budgets hold (with none "
-                   "given and --calibration data: the default goal, 20 dB and 5 % top-1; 0: no search).")
+                   "given and --calibration data: the default goal, logits 98 % top-1 where the float model is sure "
+                   "and 20 dB; 0: no search).")
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
 @click.option("--smoothing/--no-smoothing", "smoothing", default=True, show_default=True,
@@ -162,6 +169,7 @@ class QuantizeOptions:
     min_sqnr: tuple[float, ...]
     max_top1_drop: tuple[float, ...]
     min_cosine: tuple[float, ...]
+    judge: tuple[str, ...]
     search_limit: int
     bias_correction: bool
     smoothing: bool
@@ -192,12 +200,18 @@ class QuantizeOptions:
                 "per_channel": self.per_channel, "method": self.method,
                 "exclude": [e for item in self.exclude for e in item.split(",")],
                 "min_sqnr": _once("--min-sqnr", self.min_sqnr), "max_top1_drop": _once("--max-top1-drop", self.max_top1_drop),
-                "min_cosine": _once("--min-cosine", self.min_cosine),
+                "min_cosine": _once("--min-cosine", self.min_cosine), "judge": _judged(self.judge),
                 "search_limit": self.search_limit, "bias_correction": self.bias_correction,
                 "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
+
+
+def _judged(values: tuple[str, ...]) -> dict[str, str]:
+    from portable.quantization.judging import parse_judge
+
+    return parse_judge(values)
 
 
 def _weight_only(o: QuantizeOptions) -> None:
@@ -313,8 +327,8 @@ def _passes(result: Any) -> list[str]:
 
 
 def _search_lines(result: Any) -> list[str]:
-    found, aim = result.search, ("the default goal (20 dB, 5 % top-1 disagreement)" if result.budgets.floor
-                                 else "the budgets")
+    found, aim = result.search, ("the default goal (logits 98 % top-1 where the float model is sure and 20 dB, "
+                                 "embeddings cosine 0.99, tensors 20 dB)" if result.budgets.floor else "the budgets")
     if found is not None and found.kept_float:
         state = "met" if found.met else "NOT met"
         return [f"  precision search: {len(found.kept_float)} node(s) kept in float, {aim} {state} after "
@@ -331,12 +345,27 @@ def _db(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} dB"
 
 
+_JUDGED_BY = {"logits": "top-1 agreement by the float model's confidence", "embedding": "mean cosine",
+              "tensor": "SQNR"}
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
 def _accuracy(result: Any) -> list[str]:
-    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}"]
+    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}  judged as"]
     for a in result.accuracy:
-        top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
         cosine = "–" if a.cosine_mean is None else f"{a.cosine_mean:.4f}"
-        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12} {cosine:>8}")
+        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {_pct(a.top1_agreement):>12} {cosine:>8}"
+                     f"  {a.kind}")
+    for a in result.accuracy:
+        where = f" (over the real positions of {a.positions})" if a.positions else ""
+        lines.append(f"  {a.name}: {a.kind}, judged by {_JUDGED_BY.get(a.kind, a.kind)}{where}: {a.why}")
+        lines += [f"    {b.name} band ({b.samples} sample(s)"
+                  + (", float top-1 probability >= 0.5" if b.name == "confident" else "") + f"): top-1 agree "
+                  f"{_pct(b.top1_agreement)}, KL {'–' if b.kl_divergence is None else f'{b.kl_divergence:.4f}'}, "
+                  f"SQNR {_db(b.sqnr_db)}" for b in a.bands]
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"
@@ -372,6 +401,7 @@ def _verdict(result: Any) -> str:
         lines += [f"  {f.rule_id} {f.location.describe()}: {f.message} (fix: {f.hint})" for f in result.findings]
         return "\n".join(lines)
     if result.budgets.floor:
-        return ("nothing written: below the default floor (20 dB SQNR, 90 % top-1 agreement); give a budget of "
-                "your own (--min-sqnr/--max-top1-drop/--min-cosine), or --min-sqnr 0 to write it as it is")
+        return ("nothing written: below the default floor (logits: 95 % top-1 agreement where the float model is "
+                "sure and 10 dB; embeddings: cosine 0.99; tensors: 20 dB); give a budget of your own "
+                "(--min-sqnr/--max-top1-drop/--min-cosine), or --min-sqnr 0 to write it as it is")
     return "nothing written: an accuracy budget is exceeded"

@@ -57,6 +57,14 @@ def test_the_mpnet_encoder_quantizes_at_the_defaults_without_an_internal_error(c
     result = cli("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--no-latency", "--format", "json")
     data = json.loads(result.stdout)
     assert result.exit_code == data["exit_code"] == 0 and data["written"] and out.exists(), result.output
+    # issue 48 item 3: a [batch, 64] sentence embedding is judged by its cosine, not by the argmax of its coordinates
+    (accuracy,) = data["accuracy"]
+    assert accuracy["kind"] == "embedding" and "unit length" in accuracy["why"] and accuracy["top1_agreement"] is None
+    assert [c["budget"] for c in data["budget_checks"]] == ["min-cosine"] and accuracy["cosine_mean"] >= 0.99
+    judged = data["judged"][accuracy["output"]]
+    assert judged["kind"] == "embedding" and judged["figures"][0]["figure"] == "cosine_mean"
+    assert judged["figures"][0]["min"] == 0.99 and judged["figures"][0]["by"] == "default floor"
+    assert data["precision_search"] == {"kept_float": [], "trials": 1, "met": True, "tried_float": []}  # goal: cosine
     if data["settings"]["shape_inference"] == "onnx":  # onnxruntime 1.32: its symbolic inference fails on Expand
         note = next(n for n in data["notes"] if "symbolic shape inference" in n)
         assert "Expand" in note and "skip_symbolic_shape=True" in note
