@@ -23,7 +23,7 @@ import onnx
 from portable.errors import UsageError
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
-from portable.quantization.steps import shape_step, step
+from portable.quantization.steps import Reuse, shape_step, step
 
 __all__ = ["Prepared", "Quantized", "exclusions", "prepare", "quantize_file"]
 
@@ -177,24 +177,37 @@ def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibratio
                     None if smoothed is proto else smoothed)
 
 
-def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
+def _prepared(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples,
+              folder: Path) -> tuple[Prepared, Path]:
+    """``prepare``'s float model and ``quant_pre_process``'s file of it (in ``folder``)."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    prepared = folder / "prepared.onnx"
+    with step(source, None):
+        ready = prepare(source, proto, settings, calibration, folder)
+    with step(source, shape_step(settings.symbolic_shape)), contextlib.chdir(folder):  # its failure writes into the cwd
+        quant_pre_process(str(ready.path), str(prepared), skip_optimization=True,
+                          skip_symbolic_shape=not settings.symbolic_shape)
+    return ready, prepared
+
+
+def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse: Reuse | None = None) -> Quantized:
     """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data). Each step's failure
     names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the cause chained
-    (``--debug`` shows it)."""
+    (``--debug`` shows it). ``reuse``: what an earlier trial of the same run computed (``steps.Reuse``)."""
     proto = onnx.load(str(source), load_external_data=False)
     exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
     from onnxruntime.quantization import quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
-        with step(source, None):
-            ready = prepare(source, proto, settings, calibration, Path(tmp))
-        with step(source, shape_step(settings.symbolic_shape)), contextlib.chdir(tmp):  # its failure writes into the cwd
-            quant_pre_process(str(ready.path), str(prepared), skip_optimization=True,
-                              skip_symbolic_shape=not settings.symbolic_shape)
+        out = Path(tmp) / "quantized.onnx"
+        ready, prepared = (reuse.get(settings) if reuse is not None else None) or _prepared(
+            source, proto, settings, calibration, reuse.folder if reuse is not None else Path(tmp))
+        if reuse is not None:
+            reuse.keep(settings, ready, prepared)
         with step(source, "ONNX Runtime's quantize_static"):
-            quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
+            quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready),
+                            calibration_cache_path=reuse.calibration_cache if reuse is not None else None)
         return Quantized(onnx.load(str(out)), ready.passes, ready.reference)

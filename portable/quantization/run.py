@@ -108,8 +108,8 @@ def _searched(plan: Plan, calibration: Samples, held_out: Samples, reference: Re
     goal = plan.budgets if plan.budgets.given else DEFAULT_GOAL
     with phases.phase("search"), quiet_libraries():
         found = search(plan.source, plan.settings, goal, calibration, held_out,
-                       _first(held_out, PER_NODE_SAMPLES), lambda int8: _accuracy(reference, int8, held_out),
-                       plan.search_limit)
+                       (_first(calibration, PER_NODE_SAMPLES), _first(held_out, PER_NODE_SAMPLES)),
+                       lambda int8: _accuracy(reference, int8, held_out), plan.search_limit, phases.note)
     return replace(plan, settings=found.settings), found
 
 
