@@ -19,8 +19,8 @@ tokenizer at 128 tokens (its ids fit MPNet's vocabulary), given as ``--calibrati
 Each run is one child process (``--child``): wall time from the parent's clock, CPU time (user + system) and peak
 RSS from that child's ``rusage``; inside it, wall and CPU per phase (the report's phases) and per step (the passes
 before the quantizer with quant_pre_process, ONNX Runtime's quantize_static, the int8 runs of the accuracy, the
-sensitivity ranking, the per-node analysis). The machine is shared: read CPU seconds and the phase shares; the
-wall time is what this machine gave.
+sensitivity ranking, the per-node analysis), with the process's peak RSS when each ended. The machine is
+shared: read CPU seconds and the phase shares; the wall time is what this machine gave.
 
 ``python bench/quantize_speed_bench.py [--models mpnet-base,minilm] [--rows defaults,search-16]`` (JSON on
 stdout; docs/benchmarks.md has the figures).
@@ -35,6 +35,7 @@ import importlib.util
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -80,12 +81,18 @@ def _timed(record: dict[str, list[float]], name: str, function: Callable[..., An
         try:
             return function(*args, **kwargs)
         finally:
-            totals = record.setdefault(name, [0.0, 0.0, 0])
-            totals[0] += time.perf_counter() - wall
-            totals[1] += time.process_time() - cpu
-            totals[2] += 1
+            _add(record, name, wall, cpu)
 
     return wrapper
+
+
+def _add(record: dict[str, list[float]], name: str, wall: float, cpu: float) -> None:
+    """Wall and CPU seconds since ``wall``/``cpu``, a call, and the process's peak RSS (GB) when it ended."""
+    totals = record.setdefault(name, [0.0, 0.0, 0, 0.0])
+    totals[0] += time.perf_counter() - wall
+    totals[1] += time.process_time() - cpu
+    totals[2] += 1
+    totals[3] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 @contextlib.contextmanager
@@ -105,10 +112,7 @@ def _instrumented(steps: dict[str, list[float]], phases: dict[str, list[float]])
             with original(self, name):
                 yield
         finally:
-            totals = phases.setdefault(name, [0.0, 0.0, 0])
-            totals[0] += time.perf_counter() - wall
-            totals[1] += time.process_time() - cpu
-            totals[2] += 1
+            _add(phases, name, wall, cpu)
 
     Phases.phase = phase  # type: ignore[method-assign]
     yield
@@ -125,9 +129,12 @@ def child(argv: list[str]) -> None:
     with _instrumented(steps, phases):
         result = CliRunner().invoke(cli, ["quantize", *argv, "--format", "json"], catch_exceptions=False)
     report = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {"stderr": result.stderr[-2000:]}
-    shown = {k: {"wall_s": round(v[0], 1), "cpu_s": round(v[1], 1), "calls": int(v[2])} for k, v in steps.items()}
-    print(json.dumps({"exit_code": result.exit_code, "report": report, "steps": shown,
-                      "phases": {k: {"wall_s": round(v[0], 1), "cpu_s": round(v[1], 1)} for k, v in phases.items()}}))
+    def shown(record: dict[str, list[float]]) -> dict[str, Any]:
+        return {k: {"wall_s": round(v[0], 1), "cpu_s": round(v[1], 1), "calls": int(v[2]),
+                    "peak_rss_gb_after": round(v[3], 2)} for k, v in record.items()}
+
+    print(json.dumps({"exit_code": result.exit_code, "report": report, "steps": shown(steps),
+                      "phases": shown(phases)}))
 
 
 def _run(argv: list[str]) -> dict[str, Any]:

@@ -369,7 +369,8 @@ def _accuracy(result: Any) -> list[str]:
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"
-        lines.append(f"  {kind} {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})")
+        lines.append(f"  {kind} {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})"
+                     + (f"\n    {c.why}" if c.why else ""))
     return lines
 
 

@@ -41,5 +41,7 @@ def test_each_trial_is_reported_on_stderr_and_nothing_when_quiet(cli, cnn: Path,
     assert text.exit_code == 1, text.output  # 200 dB: out of reach
     assert "search: trial 1: every node int8: min-sqnr" in text.stderr and "(goal 200)" in text.stderr
     assert "search: trial 3 of 3: " in text.stderr and "best so far min-sqnr" in text.stderr
+    assert "linear: logits, judged by top-1 agreement by the float model's confidence: [batch, 10] made by a " \
+           "linear layer (Gemm)" in text.stdout and "confident band (" in text.stdout  # what judges it, and why
     quiet = cli(*args, "--format", "json")
     assert quiet.exit_code == 1 and "trial" not in quiet.stderr and json.loads(quiet.stdout)["precision_search"]
