@@ -48,7 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, machine, versions  # noqa: E402
+from _common import emit, fixture, machine, versions  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SEQ = 128
@@ -63,15 +63,6 @@ STEPS = {  # (module, attribute): the step's name in the breakdown
     ("portable.quantization.sensitivity", "weight_sensitivity"): "sensitivity ranking",
     ("portable.quantization.nodes", "worst_nodes"): "per-node analysis",
 }
-
-
-def _fixture(name: str) -> Any:
-    path = ROOT / "fixtures" / (f"models/{name}.py" if name == "minilm" else f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"portable_{name}_fixture", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _timed(record: dict[str, list[float]], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -152,7 +143,7 @@ def _run(argv: list[str]) -> dict[str, Any]:
 
 
 def _data(folder: Path) -> tuple[Path, dict[str, np.ndarray], dict[str, Any]]:
-    texts, minilm = _fixture("sentences"), _fixture("minilm")
+    texts, minilm = fixture("sentences"), fixture("minilm")
     split = texts.calibration_and_held_out(SENTENCES, 1)
     arrays = texts.encode(split["calibration"], minilm.tokenizer(), SEQ)
     np.savez(folder / "cal.npz", **arrays)

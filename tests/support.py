@@ -66,3 +66,12 @@ def checker_partitions(path: Path) -> int:
     finally:
         onnx.NodeProto.__hash__ = saved  # the checker makes every NodeProto hashable by id()
     return int(info.num_partitions)
+
+
+def load_fixture(relative: str, name: str | None = None):
+    """A fixture module by its path under ``fixtures/`` (``models/minilm.py``, ``sentences.py``)."""
+    spec = importlib.util.spec_from_file_location(name or f"portable_{Path(relative).stem}_fixture", FIXTURES / relative)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

