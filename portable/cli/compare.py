@@ -133,9 +133,9 @@ def _write_markdown(report: Any, path: str) -> None:
 
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--reference", "reference", default=None, metavar="SPEC",
-              help="The PyTorch model: package.module:callable or path/to/file.py:callable (needed unless "
-                   "--runtime is given).")
+@click.option("--reference", "reference", default=None, metavar="MODEL",
+              help="The PyTorch model: a Hugging Face model folder (the task and shapes the file was exported for), "
+                   "or a SPEC package.module:callable or path/to/file.py:callable (needed unless --runtime is given).")
 @click.option("--runtime", "runtimes", default=None, metavar="RUNTIMES",
               help="Compare runtimes instead: ort,openvino,tract,reference (comma-separated), each with the "
                    "PyTorch SPEC when given, else with the first that runs; batch 1 and 3 by default.")
@@ -213,7 +213,7 @@ def compare(**params: Any) -> None:
     elif mode == TEXT_GENERATION:
         compare_text_generation(TextGenCompareOptions.of(params))
     else:
-        compare_against_pytorch(TorchCompareOptions.of(params))
+        compare_against_pytorch(TorchCompareOptions.of(params), task=params["task"])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,14 +254,15 @@ class TorchCompareOptions(CompareCommon):
                               **feed_options(self.batch, self.dims, self.int_range, self.seed))
 
 
-def compare_against_pytorch(o: TorchCompareOptions) -> NoReturn:
-    """Parity, then latency; the report as text or JSON (and Markdown with ``--report``); exit by the verdict."""
+def compare_against_pytorch(o: TorchCompareOptions, task: str = "model") -> NoReturn:
+    """Parity, then latency; the report as text or JSON (and Markdown with ``--report``); exit by the verdict.
+    ``task``: a model folder's (``--task``; default: the one the file was exported for)."""
     from portable.runners.api import compare as run_compare
 
     check_outputs(("--report", o.report_path), ("-o/--output", o.output))
     reference = o.required_reference()
     options = o.compare_options(reference)
-    loaded = load_reference(reference, o.weights)
+    loaded = load_reference(reference, o.weights, model=o.model, task=task)
     with progress(o.quiet) as say:
         result = run_compare(o.model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
     if o.report_path:
