@@ -99,7 +99,7 @@ class StagedFolder:
 def stage_folder(path: Path, fill: Callable[[Path], dict[str, Any]], *, force: bool) -> Iterator[StagedFolder]:
     """``fill`` writes the files into a hidden folder beside ``path``; :func:`commit` renames it onto ``path``.
     Left without a commit, nothing stays on disk (the old folder, if any, is kept)."""
-    check_target(path, force)
+    check_target(path, force, folder=True)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
         files = Path(tmp) / "files"
         files.mkdir()

@@ -34,7 +34,7 @@ def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool,
         tolerances: ToleranceTable | None = None) -> ExportResult:
     check_target(job.path, force)
     if job.sidecar is not None and job.sidecar.path is not None:
-        check_target(job.sidecar.path, force)  # before the export, not after it
+        check_target(job.sidecar.path, force, folder=True)  # before the export, not after it
     with _older_objects_frozen():
         return _run(job, phases, verify, force, tolerances)
 

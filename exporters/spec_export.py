@@ -116,7 +116,7 @@ def export_folder(folder: str, output: str | Path, *, task: str | None = None, s
 
     phases = phases or Phases(quiet)
     check_target(Path(output), force)  # exit 2 before the model loads
-    check_target(sidecar_path(Path(output)), force)
+    check_target(sidecar_path(Path(output)), force, folder=True)
     with phases.phase("load"):
         loaded = _folder(folder, (), None, task, shapes, trust_remote_code)
         if loaded.task == "text-generation":

@@ -29,11 +29,9 @@ def require_transformers() -> Any:
 
 
 def is_folder_reference(text: str) -> bool:
-    """A model folder, or what can only be a hub id (no ``:``, so not a SPEC): the folder path takes it."""
-    path = Path(text)
-    if path.is_dir():
-        return True
-    return ":" not in text and not text.endswith(".py") and bool(_HUB_ID.match(text))
+    """A model folder, or what can only be one or a hub id (no ``:``, so not a SPEC): the folder path takes it
+    (and says "no such folder" for a path that is not there)."""
+    return Path(text).is_dir() or (":" not in text and not text.endswith(".py"))
 
 
 @dataclass(frozen=True)
@@ -62,6 +60,9 @@ class Folder:
 
 def _cached(hub_id: str) -> Path:
     """A hub id's snapshot in the local cache; portable never downloads (one line, exit 2)."""
+    if not _HUB_ID.match(hub_id):
+        raise UsageError(f"no such folder {hub_id!r} (a model folder holds config.json and the weights; a SPEC is "
+                         "package.module:callable or file.py:callable)")
     require_transformers()
     try:
         from huggingface_hub import snapshot_download

@@ -154,5 +154,9 @@ def run_pipeline(pipeline: SentencePipeline, layers: Sequence[Any], tokens: torc
         embedding = layer(embedding)
         embedding = torch.tanh(embedding) if dense.tanh else embedding
     if pipeline.normalize:
-        embedding = torch.nn.functional.normalize(embedding, p=2, dim=1)
+        # F.normalize's arithmetic (x / max(||x||, 1e-12)) in ops ONNX Runtime's symbolic shape inference (quantize's
+        # quant_pre_process) follows: F.normalize expands the norm to the input's run-time shape (Shape -> Concat ->
+        # Expand), and torch.linalg.vector_norm becomes ReduceL2, whose output shape it leaves unknown
+        norm = (embedding * embedding).sum(dim=1, keepdim=True).sqrt().clamp(min=1e-12)
+        embedding = embedding / norm
     return embedding
