@@ -238,10 +238,18 @@ def inputs_for(model: str | Path, text: Sequence[str] | None = None, images: Seq
     if text is not None:
         if not found.has_tokenizer:
             raise UsageError("the file's recorded preprocessing has no tokenizer", path=str(model))
-        return found.encode(text, [s.name for s in specs], int(specs[0].shape[1]))
+        return found.encode(text, [s.name for s in specs], _static(specs[0], 1))
     if images is None or not found.has_processor:
         raise UsageError("give text=[...] or images=[...] the recorded preprocessing takes", path=str(model))
     from portable.quantization.images import open_rgb
 
     pictures = [open_rgb(Path(i)) if isinstance(i, (str, Path)) else i for i in images]
-    return {specs[0].name: found.pixels(pictures, (int(specs[0].shape[2]), int(specs[0].shape[3])))}
+    return {specs[0].name: found.pixels(pictures, (_static(specs[0], 2), _static(specs[0], 3)))}
+
+
+def _static(spec: Any, axis: int) -> int:
+    """A dim of the file's input that must be fixed (the contract's)."""
+    dim = spec.shape[axis] if axis < len(spec.shape) else None
+    if not isinstance(dim, int):
+        raise UsageError(f"input {spec.name!r} has shape {list(spec.shape)}: its dim {axis} must be static")
+    return dim

@@ -143,7 +143,7 @@ def dense_layers(pipeline: SentencePipeline) -> Any:
     return layers
 
 
-def run_pipeline(pipeline: SentencePipeline, layers: Sequence[Any], tokens: torch.Tensor,
+def run_pipeline(pipeline: SentencePipeline, layers: Any, tokens: torch.Tensor,
                  attention_mask: torch.Tensor) -> torch.Tensor:
     """Token states -> the sentence embedding ``[batch, dim]`` (``layers``: :func:`dense_layers`)."""
     import torch

@@ -110,7 +110,8 @@ def image_size(given: Mapping[str, int], processor: Any, config: Mapping[str, An
     """``height`` and ``width``: given, else the preprocessor's output size, else config.json's image_size."""
     found, source = _processor_size(processor), "preprocessor_config.json"
     if found is None:
-        vision = config.get("vision_config") if isinstance(config.get("vision_config"), Mapping) else config
+        nested = config.get("vision_config")
+        vision: Mapping[str, Any] = nested if isinstance(nested, Mapping) else config
         found, source = _square(vision.get("image_size", 224)), "config.json's image_size"
         if "image_size" not in vision:
             source = "the default (224: config.json has no image_size)"

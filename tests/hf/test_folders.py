@@ -92,6 +92,12 @@ def test_a_text_classification_folder_exports_quantizes_from_text_and_compares(c
                    "-q", "--format", "json")
     assert compared.exit_code == 0, compared.output
     assert {o["output"] for p in json.loads(compared.output)["parity"] for o in p["outputs"]} == {"logits"}
+    (work / "two.txt").write_text("A first sentence to compare on.\nAnother one, a little longer than the first.\n")
+    by_text = cli("compare", str(out), "--reference", str(work / "bert-classifier"), "--text", str(work / "two.txt"),
+                  "--no-latency", "--no-compile", "-q", "--format", "json")
+    assert by_text.exit_code == 0, by_text.output
+    setup = json.loads(by_text.output)["setup"]
+    assert (setup["inputs"], setup["batches"]) == ("given", [2])  # the two lines, tokenized, are the inputs
 
 
 def test_an_image_folder_is_quantized_from_photos_by_its_recorded_processor(cli, work):
