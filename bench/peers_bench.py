@@ -151,6 +151,7 @@ class Run:
     returncode: int
     validation_start_s: float | None
     tail: str
+    output: str = ""
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> Run:
@@ -166,7 +167,7 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> Run:
     _, status, usage = os.wait4(child.pid, 0)
     return Run(round(time.perf_counter() - start, 2), round(usage.ru_utime + usage.ru_stime, 2),
                round(usage.ru_maxrss / 1024, 1), os.waitstatus_to_exitcode(status),
-               None if validating is None else round(validating, 2), "".join(lines)[-1500:])
+               None if validating is None else round(validating, 2), "".join(lines)[-1500:], "".join(lines))
 
 
 def _shape_args(model: Model) -> tuple[list[str], list[str]]:
@@ -180,7 +181,8 @@ def _shape_args(model: Model) -> tuple[list[str], list[str]]:
 
 def _optimum(model: Model, folder: Path, out: Path) -> Run:
     shape, _ = _shape_args(model)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    # optimum logs "Validating ONNX model" at info level: shown, so that its export alone can be timed
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}, "TRANSFORMERS_VERBOSITY": "info"}
     return _run([str(OPTIMUM), "export", "onnx", "--model", str(folder), "--task", model.optimum_task, "--opset", "18",
                  "--no-dynamic-axes", *shape, *model.optimum_extra, str(out)], env)
 
@@ -190,8 +192,9 @@ def _portable(model: Model, folder: Path, out: Path, verify: bool) -> tuple[Run,
     extra = ["--task", "text-generation"] if model.task == "text-generation" else ["--batch", "1"]
     run = _run([PORTABLE, "export", str(folder), "-o", str(out), "--force", "--format", "json", *shape, *extra,
                 "--verify" if verify else "--no-verify"])
+    text = run.output
     try:
-        report = json.loads(run.tail[run.tail.index("{"):]) if "{" in run.tail else {}
+        report = json.loads(text[text.index("\n{") + 1:] if "\n{" in text else text[text.index("{"):])
     except ValueError:
         report = {}
     return run, report
@@ -220,7 +223,7 @@ def _contract(files: list[Path]) -> dict[str, Any]:
         done = subprocess.run([PORTABLE, "validate", str(f), "--format", "json"], capture_output=True, text=True, cwd=ROOT)
         data = json.loads(done.stdout)
         for report in data.get("reports", [data]):
-            rules += sorted({x["rule_id"] for x in report.get("findings", []) if x.get("severity") == "error"})
+            rules += sorted({x["rule"] for x in report.get("findings", []) if x.get("severity") == "error"})
     return {"portable": not rules, "failing_rules": sorted(set(rules))}
 
 
@@ -351,8 +354,12 @@ def _row(model: Model, work: Path) -> dict[str, Any]:
     portable_files = _files(model, files / "portable.onnx", True) if verified.returncode == 0 else []
     for tool, found in (("optimum", optimum_files), ("portable", portable_files)):
         row[f"{tool}_files"] = {**_structure(found), **_contract(found)} if found else None
-    row.update(_compare(model, folder, optimum_files, portable_files))
+    try:
+        row.update(_compare(model, folder, optimum_files, portable_files))
+    except Exception as exc:  # noqa: BLE001 - one row's measurement failing is recorded, the others still run
+        row["compare_error"] = f"{type(exc).__name__}: {exc}"[:500]
     for key in ("optimum", "portable_no_verify", "portable_verify"):
+        row[key].pop("output")
         row[key].pop("tail") if row[key]["returncode"] == 0 else None
     return row
 
@@ -367,7 +374,11 @@ def main(argv: list[str] | None = None) -> None:
     for model in MODELS:
         if wanted is None or model.name in wanted:
             print(f"peers: {model.name}", file=sys.stderr, flush=True)
-            rows.append(_row(model, Path(args.work)))
+            try:
+                rows.append(_row(model, Path(args.work)))
+            except Exception as exc:  # noqa: BLE001 - recorded, the other rows still run
+                rows.append({"model": model.name, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            Path(args.work, "partial.json").write_text(json.dumps(rows, indent=2))
     result = {"benchmark": "peers", "machine": machine(), "versions": {**versions(), **_peer_versions()},
               "shape": {"batch": 1, "sequence_length": LENGTH, "height": SIZE, "width": SIZE},
               "latency": f"ONNX Runtime CPU, 1 thread, batch 1, median of {LATENCY_RUNS} round-robin runs",
@@ -405,10 +416,15 @@ def _table(result: dict[str, Any]) -> str:
             "| peak memory |\n|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for row in result["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['model']} | both | not measured: {row['error'][:120]} |||||||")
+            continue
         for tool in ("optimum", "portable"):
             lines.append(f"| {row['model']} | {tool} | " + " | ".join(_cell(row, tool)) + " |")
     ratios = []
     for row in result["rows"]:
+        if "error" in row:
+            continue
         o, p, v = row["optimum"], row["portable_no_verify"], row["portable_verify"]
         if o["returncode"] == 0 and p["returncode"] == 0:
             alone = o["validation_start_s"] or o["wall_s"]

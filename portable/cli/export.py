@@ -183,9 +183,9 @@ def export(spec: str, inputs: tuple[str, ...], shapes: tuple[str, ...], trust_re
         policy = policy_from_options(config, select, ignore, strict)
         from portable.cli.textgen import EXPORT_MODES, export_mode
 
+        check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
         resolved = _resolved_task(spec, task, shapes, trust_remote_code)
         EXPORT_MODES.refuse_others(click.get_current_context(), export_mode(resolved))
-        check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
         specs = [parse_input(i) for i in inputs]
         tolerances = parse_overrides(atol, rtol)
         if resolved == "text-generation":

@@ -48,3 +48,4 @@ def test_the_trained_sentence_encoder_folder_exports_as_sentence_transformers_en
     assert ours.shape == theirs.shape == (16, 384)
     cosine = np.sum(ours * theirs, axis=1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
     assert cosine.min() >= 0.9999, cosine
+    assert np.abs(ours - theirs).max() < 1e-3  # the same vectors, not only their directions: Normalize is in the file
