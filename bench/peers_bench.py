@@ -368,7 +368,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="Comma-separated model names.")
     parser.add_argument("--work", default=str(ROOT / "build" / "peers"))
+    parser.add_argument("--table-from", default=None, metavar="JSON",
+                        help="Only rewrite docs/peers.md's table from a results file (or WORK/partial.json's rows).")
     args = parser.parse_args(argv)
+    if args.table_from:
+        data = json.loads(Path(args.table_from).read_text())
+        _write_doc(data if isinstance(data, dict) else {"rows": data})
+        return
     wanted = set(args.only.split(",")) if args.only else None
     rows = []
     for model in MODELS:
