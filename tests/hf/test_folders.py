@@ -186,3 +186,10 @@ def test_text_calibration_for_a_model_without_a_tokenizer_is_refused(cli, work, 
     assert result.exit_code == 2
     assert "has no recorded tokenizer to make its inputs" in _one_line(result)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_transformers_a_folder_names_the_extra_to_install(cli, work, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers raises ImportError
+    result = cli("export", str(work / "bert-classifier"), "-o", str(tmp_path / "m.onnx"))
+    assert result.exit_code == 2
+    assert "needs transformers, which is not installed here: pip install 'portable-onnx[hf]'" in _one_line(result)
