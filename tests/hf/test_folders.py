@@ -193,3 +193,10 @@ def test_without_transformers_a_folder_names_the_extra_to_install(cli, work, tmp
     result = cli("export", str(work / "bert-classifier"), "-o", str(tmp_path / "m.onnx"))
     assert result.exit_code == 2
     assert "needs transformers, which is not installed here: pip install 'portable-onnx[hf]'" in _one_line(result)
+
+
+def test_precheck_takes_a_folder(cli, work):
+    result = cli("precheck", str(work / "bert-classifier"), "--shape", f"sequence_length={LENGTH}", "--no-graph-breaks",
+                 "--no-translate")
+    assert result.exit_code == 0, result.output
+    assert "bert-classifier: ok" in result.output
