@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -200,3 +201,20 @@ def test_precheck_takes_a_folder(cli, work):
                  "--no-translate")
     assert result.exit_code == 0, result.output
     assert "bert-classifier: ok" in result.output
+
+
+def test_a_hub_id_in_the_local_cache_is_its_snapshot_folder(work, tmp_path):
+    """``org/name`` found in the Hugging Face cache (as ``huggingface-cli download`` leaves it) is read from there,
+    offline; the same id with an empty cache is the refusal above."""
+    import shutil
+    import subprocess
+
+    snapshot = tmp_path / "hub" / "models--someone--tiny-bert" / "snapshots" / ("0" * 40)
+    shutil.copytree(work / "bert-classifier", snapshot)
+    (tmp_path / "hub" / "models--someone--tiny-bert" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny-bert" / "refs" / "main").write_text("0" * 40)
+    code = "from portable.hf.load import plan_folder; p = plan_folder('someone/tiny-bert'); print(p.folder.path, p.task.name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(snapshot), "text-classification"]
