@@ -76,10 +76,25 @@ def tasks_of(model_type: str) -> list[str]:
 
 
 def modality(task: Task, model_type: str) -> str:
-    """A base model's inputs: images for a vision model type (ViT, ConvNeXt, ResNet, CLIP's vision tower)."""
-    if task.name == "feature-extraction" and model_type in _table(_VISION_BASE):
+    """A base model's inputs: images for a vision model type (ViT, ConvNeXt, ResNet; CLIP's vision tower, which
+    transformers' vision table does not list, by its base class's forward: ``pixel_values``, no ``input_ids``)."""
+    if task.name == "feature-extraction" and (model_type in _table(_VISION_BASE) or _takes_pixels(model_type)):
         return "image"
     return task.modality
+
+
+def _takes_pixels(model_type: str) -> bool:
+    import inspect
+
+    import transformers
+
+    names = _classes(_table("MODEL_MAPPING_NAMES").get(model_type, ()))
+    found = getattr(transformers, names[0], None) if names else None
+    try:
+        params = inspect.signature(found.forward).parameters if found is not None else {}
+    except (TypeError, ValueError):
+        return False
+    return "pixel_values" in params and "input_ids" not in params
 
 
 def infer_task(config: Mapping[str, Any], sentence_transformers: bool) -> tuple[str, str]:

@@ -218,3 +218,12 @@ def test_a_hub_id_in_the_local_cache_is_its_snapshot_folder(work, tmp_path):
                           env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(snapshot), "text-classification"]
+
+
+@pytest.mark.parametrize(("model_type", "inputs"), [("bert", "text"), ("clip_text_model", "text"), ("vit", "image"),
+                                                    ("resnet", "image"), ("clip_vision_model", "image")])
+def test_a_base_model_takes_text_or_images_as_its_forward_does(model_type, inputs):
+    """CLIP's vision tower is in no vision table of transformers: its base class's forward says it takes pixels."""
+    from portable.hf.tasks import FOLDER_TASKS, modality
+
+    assert modality(FOLDER_TASKS["feature-extraction"], model_type) == inputs
