@@ -115,9 +115,17 @@ def _minilm(folder: Path) -> None:
 
 
 def _smollm2(folder: Path) -> None:
+    """The trained weights, de-quantized from the GGUF, in a plain model (transformers refuses to save a model it
+    loaded from GGUF: "quantized with gguf and is not serializable")."""
     import smollm2
 
-    _save(smollm2.build(), folder)
+    trained = smollm2.build()
+    config = trained.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = type(trained)(config)
+    plain.load_state_dict(trained.state_dict())
+    _save(plain, folder)
     smollm2.tokenizer().save_pretrained(str(folder))
 
 
