@@ -13,7 +13,7 @@ from typing import Any
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["HF_HINT", "Folder", "is_folder_reference", "read_folder", "require_transformers"]
+__all__ = ["HF_HINT", "Folder", "is_folder_reference", "read_folder", "read_json", "require_transformers"]
 
 HF_HINT = "pip install 'portable-onnx[hf]'"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -74,7 +74,8 @@ def _cached(hub_id: str) -> Path:
                          f"{hub_id} --local-dir DIR`, then DIR), or a SPEC package.module:callable") from None
 
 
-def _json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """A JSON file of the folder; one line (exit 3) when it cannot be read."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -93,14 +94,14 @@ def read_folder(text: str, trust_remote_code: bool = False) -> Folder:
     """The folder ``text`` names, its config.json checked: present, a model type transformers knows, no remote
     code unless trusted. Reads JSON only (no weights, no torch)."""
     root = Path(text) if Path(text).is_dir() else _cached(text)
-    modules = _json(root / "modules.json") if (root / "modules.json").is_file() else None
+    modules = read_json(root / "modules.json") if (root / "modules.json").is_file() else None
     if modules is not None and not isinstance(modules, list):
         raise InputError("modules.json is not a list of modules", path=str(root / "modules.json"))
     path = _transformer_path(modules, root) if modules is not None else root
     if not (path / "config.json").is_file():
         raise UsageError("no config.json: not a Hugging Face model folder (save_pretrained writes config.json and "
                          "the weights; a SPEC is package.module:callable)", path=str(path))
-    config = _json(path / "config.json")
+    config = read_json(path / "config.json")
     if not isinstance(config, dict):
         raise InputError("config.json is not a JSON object", path=str(path / "config.json"))
     folder = Folder(path, root, text, config, tuple(modules) if modules is not None else None)

@@ -11,13 +11,13 @@ sentence-transformers' own ``encode`` (cosine >= 0.9999 on real sentences).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portable.errors import InputError, UsageError
+from portable.errors import UsageError
+from portable.hf.folder import read_json
 
 if TYPE_CHECKING:
     import torch
@@ -54,15 +54,8 @@ class SentencePipeline:
                 "normalize": self.normalize}
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read: {type(exc).__name__}: {exc}", path=str(path)) from None
-
-
 def _pooling(folder: Path) -> tuple[str, ...]:
-    config = _json(folder / "config.json")
+    config = read_json(folder / "config.json")
     modes = tuple(mode for key, mode in POOLING_MODES.items() if config.get(key))
     others = sorted(k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in POOLING_MODES)
     if others or not modes:
@@ -74,7 +67,7 @@ def _pooling(folder: Path) -> tuple[str, ...]:
 def _dense(folder: Path) -> Dense:
     import torch
 
-    config = _json(folder / "config.json")
+    config = read_json(folder / "config.json")
     activation = str(config.get("activation_function", "torch.nn.modules.linear.Identity"))
     if activation not in _ACTIVATIONS:
         raise UsageError(f"Dense activation {activation}: portable exports Tanh and Identity", path=str(folder))
@@ -109,7 +102,7 @@ def read_pipeline(root: Path, modules: Sequence[dict[str, Any]]) -> SentencePipe
     if not pooling:
         raise UsageError("modules.json has no Pooling module: no sentence embedding to export (--task "
                          "feature-extraction gives the token states)", path=str(root / "modules.json"))
-    sbert = _json(root / "sentence_bert_config.json") if (root / "sentence_bert_config.json").is_file() else {}
+    sbert = read_json(root / "sentence_bert_config.json") if (root / "sentence_bert_config.json").is_file() else {}
     limit = sbert.get("max_seq_length") if isinstance(sbert, dict) else None
     return SentencePipeline(pooling, tuple(dense), normalize, int(limit) if isinstance(limit, int) else None, tuple(kinds))
 
