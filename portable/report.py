@@ -58,6 +58,8 @@ class TargetSummary:
     sources: tuple[str, ...] = ()  # repository@commit of the profile's table
     counts: OpCounts = ()  # nodes per verdict kind (VERDICT_KINDS order), by the tables alone
     live: tuple[tuple[str, str], ...] = ()  # the runtime's own answer: (key, value) pairs, "verdict" among them
+    live_refusals: tuple[tuple[str, str, str], ...] = ()  # (op, node, the runtime's reason) of each node it refused
+    live_blocking: str = ""  # why the runtime does not load the model at all (the QNN HTP's compile failure)
 
     @property
     def loads(self) -> bool:
@@ -94,7 +96,10 @@ class TargetSummary:
                 "partitions": self.partitions, "falls_back": self.falls_back, "loads": self.loads,
                 "fallback": dict(self.fallback), "unsupported": dict(self.unsupported), "fixed_batch": fixed,
                 "casts": self.casts, "verdicts": dict(self.counts) or None, "sources": list(self.sources),
-                "live": dict(self.live) or None}
+                "live": dict(self.live) or None,
+                **({"live_refusals": [{"op": o, "node": n, "reason": r} for o, n, r in self.live_refusals]}
+                   if self.live_refusals else {}),
+                **({"live_blocking": self.live_blocking} if self.live_blocking else {})}
 
 
 @dataclass(frozen=True)

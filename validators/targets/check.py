@@ -172,10 +172,11 @@ class TargetChecks:
         line = summary(analysis, self.facts)
         if not self.ctx.policy.targets_live:
             return line
-        from portable.validators.targets.live import ask
+        from portable.validators.targets.live import answer
 
         offline = Counter(self.facts.nodes[v.index].op_type for v in analysis.unsupported)
-        return replace(line, live=ask(name, self.ctx.source(), offline))
+        said = answer(name, self.ctx.source(), offline)
+        return replace(line, live=said.pairs, live_refusals=said.refusals, live_blocking=said.blocking)
 
 
 def _ops(facts: ModelFacts, indices: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
