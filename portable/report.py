@@ -65,9 +65,17 @@ class TargetSummary:
     def loads(self) -> bool:
         return self.supported == self.nodes
 
+    @property
+    def runs_little(self) -> bool:
+        """The target takes under half the nodes (the rest fall back): the model does not run there as it is."""
+        return self.falls_back and self.nodes > 0 and 2 * self.supported < self.nodes
+
     def line(self) -> str:
-        """``qnn: 412/418 nodes, 3 partitions, fallback: Erf x2, IsNaN x4``."""
-        head = f"{self.name}: {self.supported}/{self.nodes} nodes"
+        """``qnn: 412/418 nodes, 3 partitions, fallback: Erf x2, IsNaN x4``; a target that takes under half the
+        nodes says first that the model does not run there as it is (``nnapi: does not run there as it is: 3/426
+        nodes, ...``)."""
+        lead = "does not run there as it is: " if self.runs_little else ""
+        head = f"{self.name}: {lead}{self.supported}/{self.nodes} nodes"
         if not self.falls_back:
             text = f"{head}, {'loads' if self.loads else 'does not load: ' + _ops(self.fallback)}"
         else:

@@ -61,8 +61,9 @@ class TargetAnalysis:
         return "partial" if entry is not None and entry.notes else "supported"
 
     def counts(self, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
-        """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included)."""
-        found = Counter(self.kind(v, facts) for v in self.verdicts)
+        """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included), over the nodes the target
+        partitions: a node the runtime folds into data at load (ONNX Runtime's Constant) is in neither figure."""
+        found = Counter(self.kind(v, facts) for v in self.verdicts if v.index not in self.folded)
         return tuple((kind, found[kind]) for kind in VERDICT_KINDS)
 
 
