@@ -45,7 +45,7 @@ from portable.errors import one_line
 from portable.runners.base import RunnerFailed
 
 __all__ = ["CPU", "ERROR", "FATAL", "PLUGINS", "QNN", "LoadFailed", "SessionFailed", "SessionSpec", "fallback_reason",
-           "openvino_compiled", "openvino_model", "qnn_htp", "session_from_onnx", "tract_message", "tract_model",
+           "openvino_compiled", "openvino_model", "qnn_htp", "qnn_version", "session_from_onnx", "tract_message", "tract_model",
            "what_ort_says"]
 
 CPU = "CPUExecutionProvider"
@@ -133,6 +133,12 @@ def _plugin_devices(provider: str) -> list[Any]:
     if not devices:
         raise LoadFailed(f"{provider} reports no device", RuntimeError("get_ep_devices() lists none"))
     return devices
+
+
+def qnn_version() -> str:
+    """``onnxruntime-qnn 2.7.0 (QAIRT 2.51.0)``: the QNN EP's package and the Qualcomm SDK its wheel ships."""
+    info = _runtime(PLUGINS[QNN], hint="pip install 'portable-onnx[qnn]'").build_and_package_info
+    return f"onnxruntime-qnn {info.__version__} (QAIRT {getattr(info, 'qnn_version', '?')})"
 
 
 def qnn_htp(**changes: Any) -> SessionSpec:

@@ -107,9 +107,9 @@ def _compile_error(said: Sequence[str], detail: str) -> str:
 
 def htp_version() -> str:
     """``onnxruntime-qnn 2.7.0 (QAIRT 2.51.0)``."""
-    from onnxruntime_qnn import build_and_package_info as info
+    from portable.runners.sessions import qnn_version
 
-    return f"onnxruntime-qnn {info.__version__} (QAIRT {getattr(info, 'qnn_version', '?')})"
+    return qnn_version()
 
 
 def batch_symbols(source: str | bytes) -> tuple[str, ...]:
