@@ -89,8 +89,10 @@ class TargetOpSupport(Rule):
                                    hint="replace the op the message names (the HTP's own words), then check again")
 
     def _finding(self, profile: Profile, verdict: Verdict, op: str, loc: Location) -> Finding:
-        falls = profile.fallback
+        falls = profile.fallback if verdict.reason != "compile" else None
         consequence = f"it falls back to {falls}" if falls else "the model does not load there (no fallback)"
+        if verdict.reason == "compile":
+            consequence = "the graph does not compile there: the session fails on the device"
         return self.finding(loc, severity=None if falls else Severity.ERROR, hint=_hint(profile, verdict, op),
                             target=profile.name, detail=verdict.detail, consequence=consequence)
 

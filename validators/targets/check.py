@@ -58,7 +58,8 @@ class TargetAnalysis:
             return "unsupported" if verdict.listed else "unknown"
         node = facts.nodes[verdict.index]
         entry = None if verdict.index in self.folded else self.profile.entry(node.domain, node.op_type)
-        return "partial" if entry is not None and entry.notes else "supported"
+        stated = entry is not None and (entry.notes or (entry.partial and entry.restriction(facts.kind(verdict.index))))
+        return "partial" if stated else "supported"
 
     def counts(self, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
         """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included), over the nodes the target
@@ -173,9 +174,10 @@ class TargetChecks:
         line = summary(analysis, self.facts)
         if not self.ctx.policy.targets_live:
             return line
-        from portable.validators.targets.live import answer
+        from portable.validators.targets.live import OfflineOps, answer
 
-        offline = Counter(self.facts.nodes[v.index].op_type for v in analysis.unsupported)
+        offline = OfflineOps.of((self.facts.nodes[v.index].op_type, self.facts.nodes[v.index].name)
+                                for v in analysis.unsupported)
         said = answer(name, self.ctx.source(), offline)
         return replace(line, live=said.pairs, live_refusals=said.refusals, live_blocking=said.blocking)
 

@@ -199,7 +199,7 @@ def ask_htp(source: str | bytes, symbols: Sequence[str] | None = None, *, run: b
     from portable.runners.sessions import SessionFailed, qnn_htp, session_from_onnx, what_ort_says
 
     batch = tuple(batch_symbols(source) if symbols is None else symbols)
-    spec = qnn_htp(optimize=False, log_severity=0, memory_arena=False, free_dims={s: 1 for s in batch if s != "?"},
+    spec = qnn_htp(log_severity=0, memory_arena=False, free_dims={s: 1 for s in batch if s != "?"},
                    config_entries={"session.record_ep_graph_assignment_info": "1"})
     said: list[str] = []
     version = htp_version()

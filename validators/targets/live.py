@@ -36,14 +36,14 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from portable.errors import one_line
 from portable.packages import installed_version
 
-__all__ = ["LIVE", "Live", "answer", "ask"]
+__all__ = ["LIVE", "Live", "OfflineOps", "answer", "ask"]
 
 Answer = tuple[tuple[str, str], ...]
 
@@ -56,6 +56,21 @@ class Live:
     pairs: Answer
     refusals: tuple[tuple[str, str, str], ...] = ()
     blocking: str = ""
+
+
+class OfflineOps(Counter[str]):
+    """The ops (per node) the profile says fall back, and the names of those nodes (``nodes``): a runtime that names
+    the nodes it refuses (QNN's HTP) is compared node by node, over the nodes it was given."""
+
+    nodes: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, nodes: Iterable[tuple[str, str]]) -> OfflineOps:
+        """From (op, node name) pairs."""
+        pairs = list(nodes)
+        found = cls(op for op, _name in pairs)
+        found.nodes = frozenset(name for _op, name in pairs if name)
+        return found
 
 
 Question = Callable[[str | bytes, Counter[str]], Live]  # (the model, the ops the profile says fall back)
@@ -202,14 +217,25 @@ def _cuda_question(source: str | bytes, offline: Counter[str]) -> Live:
 
 
 def _qnn(source: str | bytes, offline: Counter[str]) -> Live:
-    """The QNN HTP's answer (:func:`portable.validators.targets.htp.ask_htp`), its refusals set against the profile's."""
+    """The QNN HTP's answer (:func:`portable.validators.targets.htp.ask_htp`), its refusals set against the profile's
+    node by node, over the nodes the HTP was given (ONNX Runtime folds and fuses some before: not compared)."""
     from portable.validators.targets.htp import ask_htp
 
     found = ask_htp(source, feeds=_seeded_feeds)
-    refused = Counter(n.op for n in found.refused)
     blocking = f"the HTP cannot compile the graph: {found.compiled}" if found.compiled else ""
-    return Live((*found.pairs(), ("disagreements", _disagreements(offline, refused, "HTP"))),
+    return Live((*found.pairs(), ("disagreements", _node_disagreements(offline, found))),
                 tuple((n.op, n.node, n.reason) for n in found.refused), blocking)
+
+
+def _node_disagreements(offline: Counter[str], found: Any) -> str:
+    """The ops of the nodes the profile and the HTP judge differently, over the nodes the HTP saw by name."""
+    names = getattr(offline, "nodes", None)
+    if not names and offline:
+        return "not compared"
+    seen = {n.node: n for n in found.nodes if not n.by_design}
+    live = Counter(n.op for n in seen.values() if not n.taken)
+    said = Counter(n.op for name, n in seen.items() if name in (names or ()))
+    return _disagreements(said, live, "HTP")
 
 
 def _plain(question: Callable[[str | bytes], str]) -> Question:
