@@ -52,7 +52,7 @@ def _measured(args: list[str]) -> dict[str, Any]:
             "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
             "print(json.dumps({'exit': p.returncode, 'wall_s': round(time.perf_counter() - t, 2), "
             "'cpu_s': round(u.ru_utime + u.ru_stime, 2), 'peak_rss_mb': round(u.ru_maxrss / 1024, 1), "
-            "'stdout': p.stdout[-3000:]}))")
+            "'stdout': p.stdout}))")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 

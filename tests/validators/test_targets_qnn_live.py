@@ -146,3 +146,16 @@ def test_the_profile_holds_to_the_htps_answer(tmp_path):
             if offline != bool(live):
                 disagree.append(f"{op} as {kind}: offline {'refused' if offline else 'taken'}, HTP {live or 'taken'}")
     assert disagree == []
+
+
+def test_inspect_gives_the_target_lines_and_asks_the_htp_with_live(cli, tmp_path):
+    path = str(save(htp.conv_tanh_asin("batch"), tmp_path / "dynamic.onnx"))
+    text = cli("inspect", path, "--target", "qnn")
+    assert text.exit_code == 0, text.output
+    assert "target qnn: does not run there as it is: 0/3 nodes" in text.output and "live" not in text.output
+    assert cli("inspect", path, "--live").exit_code == 2  # --live without a target
+    if importlib.util.find_spec("onnxruntime_qnn") is None:
+        return
+    data = json.loads(cli("inspect", path, "--target", "qnn", "--live", "--format", "json").output)
+    (qnn,) = data["targets"]
+    assert qnn["live"]["verdict"].startswith("answered for a copy at batch 1") and qnn["live_refusals"][0]["op"] == "Asin"
