@@ -200,7 +200,8 @@ def probes(ops: set[str], per_op: int) -> Iterator[tuple[str, str, str, bytes, d
             continue
         taken[op, kind] += 1
         yield op, kind, case.name, model, feeds
-        qdq = qdq_unit(model, feeds, case.data_sets[0][1]) if kind == "float32" else None
+        expected = case.data_sets[0][1] if case.data_sets else ()  # _constant_inputs took only cases with data
+        qdq = qdq_unit(model, feeds, expected) if kind == "float32" else None
         if qdq is not None:
             yield op, "quantized", f"{case.name} (QDQ)", qdq, feeds
 
