@@ -21,9 +21,9 @@ quantizations and the simulator.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -34,14 +34,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _measured(args: list[str]) -> dict[str, Any]:
@@ -126,15 +118,16 @@ def main() -> None:
     args = parser.parse_args()
     from portable.runners.sessions import qnn_version
 
-    photos, htp = _module(ROOT / "fixtures" / "photos.py", "photos"), _module(ROOT / "fixtures" / "models" / "htp.py", "htp")
+    photos = runpy.run_path(str(ROOT / "fixtures" / "photos.py"))  # the fixtures' functions, by name
+    htp = runpy.run_path(str(ROOT / "fixtures" / "models" / "htp.py"))
     with tempfile.TemporaryDirectory(prefix="qnn-bench-") as tmp:
         folder = args.out_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         out: dict[str, Any] = {"runtime": qnn_version(), "machine": f"{os.cpu_count()} cores, shared", "live_cost": []}
-        for name, model in (("asin", htp.conv_tanh_asin()), ("qdq", htp.qdq_conv())):
+        for name, model in (("asin", htp["conv_tanh_asin"]()), ("qdq", htp["qdq_conv"]())):
             (folder / f"{name}.onnx").write_bytes(model.SerializeToString())
             out["live_cost"].append(live_cost(folder / f"{name}.onnx"))
-        cal, held = photos.calibration_and_held_out(args.calibration, 240)
+        cal, held = photos["calibration_and_held_out"](args.calibration, 240)
         np.savez(folder / "cal.npz", **cal)
         np.savez(folder / "held.npz", **held)
         float1, dynamic = _export(folder, 1), _export(folder, "dynamic")
