@@ -159,3 +159,13 @@ def test_inspect_gives_the_target_lines_and_asks_the_htp_with_live(cli, tmp_path
     data = json.loads(cli("inspect", path, "--target", "qnn", "--live", "--format", "json").output)
     (qnn,) = data["targets"]
     assert qnn["live"]["verdict"].startswith("answered for a copy at batch 1") and qnn["live_refusals"][0]["op"] == "Asin"
+
+
+@HTP
+def test_the_fleets_live_step_gets_the_htp_through_ask(tmp_path):
+    """``live.ask`` is what ``validate --live`` calls and what the fleet's live step calls, with a path alone."""
+    from portable.validators.targets.live import ask
+
+    answer = dict(ask("qnn", str(save(htp.conv_tanh_asin(), tmp_path / "asin.onnx"))))
+    assert answer["verdict"].startswith("the HTP takes 2/3 nodes") and answer["disagreements"] == "not compared"
+    assert "Asin 'asin'" in answer["refused"]

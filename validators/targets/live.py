@@ -229,12 +229,11 @@ def _qnn(source: str | bytes, offline: Counter[str]) -> Live:
 
 def _node_disagreements(offline: Counter[str], found: Any) -> str:
     """The ops of the nodes the profile and the HTP judge differently, over the nodes the HTP saw by name."""
-    names = getattr(offline, "nodes", None)
-    if not names and offline:
+    if not isinstance(offline, OfflineOps):  # asked without the profile's nodes (the fleet's live step)
         return "not compared"
     seen = {n.node: n for n in found.nodes if not n.by_design}
     live = Counter(n.op for n in seen.values() if not n.taken)
-    said = Counter(n.op for name, n in seen.items() if name in (names or ()))
+    said = Counter(n.op for name, n in seen.items() if name in offline.nodes)
     return _disagreements(said, live, "HTP")
 
 
