@@ -265,7 +265,7 @@ def answer(target: str, source: str | bytes, offline: Counter[str] | None = None
         hint = f": {INSTALL[package]}" if package in INSTALL else ""
         return Live((("runtime", package.replace("_", "-")), ("verdict", f"not installed{hint}")))
     try:
-        said = question(source, offline or Counter())
+        said = question(source, offline if offline is not None else Counter())
     except Exception as exc:  # noqa: BLE001 - a runtime that breaks is reported, not raised
         said = Live((("verdict", f"error: {one_line(exc, limit=240)}"),))
     return Live((("runtime", f"{package.replace('_', '-')} {found}"), *said.pairs), said.refusals, said.blocking)
