@@ -83,10 +83,12 @@ def _quantize(model: Path, name: str, options: dict[str, Any], cal: Path, held: 
             "kept_float": list(result.search.kept_float) if result.search is not None else []}
 
 
-def _ort(path: Path, samples: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
+def _ort(path: Path, samples: np.ndarray, *, as_written: bool = True) -> np.ndarray:
+    """ONNX Runtime CPU one sample at a time; ``as_written`` (quantize's judged figure): graph optimizations off, so
+    the QDQ file's own Q/DQ arithmetic, not this CPU's fused int8 kernels."""
+    from portable.quantization.speed import cpu_session
 
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = cpu_session(path, path.name, as_written=as_written)
     name = session.get_inputs()[0].name
     return np.concatenate([session.run(None, {name: samples[i:i + 1]})[0] for i in range(len(samples))])
 
@@ -98,12 +100,15 @@ def on_the_htp(float_model: Path, int8: Path, held: np.ndarray, cap: int) -> dic
     from portable.runners.runtimes import compare_runtimes
 
     (htp,), count, seconds = htp_outputs(int8, {"inputs": held}, cap)
-    reference, cpu = _ort(float_model, held[:count]), _ort(int8, held[:count])
+    reference, cpu = _ort(float_model, held[:count], as_written=False), _ort(int8, held[:count])
+    fused = _ort(int8, held[:count], as_written=False)
     compared = compare_runtimes(int8, "ort,qnn")
     figures = [f.to_dict() for r in compared.records if r.runtime == "qnn" for f in r.figures]
     return {"held_out": count, "htp_seconds": round(seconds, 1), "htp_s_per_image": round(seconds / count, 2),
             "htp": {"sqnr_db": round(sqnr_db(reference, htp), 2), "top1_agreement": top1_agreement(reference, htp)},
             "ort_cpu": {"sqnr_db": round(sqnr_db(reference, cpu), 2), "top1_agreement": top1_agreement(reference, cpu)},
+            "ort_cpu_fused_kernels": {"sqnr_db": round(sqnr_db(reference, fused), 2),
+                                      "top1_agreement": top1_agreement(reference, fused)},
             "htp_vs_ort_cpu": {"sqnr_db": round(sqnr_db(cpu, htp), 2), "top1_agreement": top1_agreement(cpu, htp),
                                "max_abs": float(np.max(np.abs(cpu - htp)))},
             "compare_runtime_ort_qnn": {"status": [r.status for r in compared.records if r.runtime == "qnn"],
