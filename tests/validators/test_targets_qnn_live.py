@@ -169,3 +169,26 @@ def test_the_fleets_live_step_gets_the_htp_through_ask(tmp_path):
     answer = dict(ask("qnn", str(save(htp.conv_tanh_asin(), tmp_path / "asin.onnx"))))
     assert answer["verdict"].startswith("the HTP takes 2/3 nodes") and answer["disagreements"] == "not compared"
     assert "Asin 'asin'" in answer["refused"]
+
+
+def test_the_htp_answers_parser_refuses_what_every_probe_refused_and_notes_the_rest():
+    """measured/qnn-htp.json's format: a kind refused in every probe (twice, or once for its data types) is a
+    refusal; one refused in some probes, or once for an attribute, a note; an op taken once is an op the HTP has."""
+    from portable.validators.targets.parsers import htp_answers
+
+    text = json.dumps({"format": 1, "runtime": "onnxruntime-qnn 9 (QAIRT 9)", "ops": {
+        "Asin": {"float32": {"taken": 0, "refused": 2, "reason": "HTP: Unsupported input/output datatypes in the node 'p'",
+                             "case": "test_asin"}, "quantized": {"taken": 2, "refused": 0}},
+        "Gemm": {"float32": {"taken": 3, "refused": 1, "reason": "QNN FullyConnected Op only support alpha=1.0.",
+                             "case": "test_gemm_alpha"}},
+        "Mod": {"int32": {"taken": 0, "refused": 1, "reason": "QNN Mod Op only support fmod == 0", "case": "test_mod"}},
+        "Swish": {"float32": {"taken": 1, "refused": 0}},
+        "QuantizeLinear": {"float32": {"taken": 0, "refused": 3, "reason": "standalone", "case": "q"}}}})
+    refused, notes, runtime, taken = htp_answers(text)
+    assert runtime == "onnxruntime-qnn 9 (QAIRT 9)" and set(refused) == {"Asin"}
+    ((kind, reason),) = refused["Asin"]
+    assert kind == "float32" and reason.startswith("the HTP refused it in every probe (onnxruntime-qnn 9 (QAIRT 9)): ")
+    assert "in the node" not in reason  # the probe's node name is not the model's
+    assert set(notes) == {"Gemm", "Mod"} and notes["Gemm"][0][1].startswith("the HTP (onnxruntime-qnn 9 (QAIRT 9)) "
+                                                                              "refused 1 of its 4 float32 probes")
+    assert taken == {"Asin", "Gemm", "Swish"}  # Q and DQ alone are not judged

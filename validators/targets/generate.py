@@ -145,11 +145,17 @@ def _qnn(texts: Sequence[str]) -> Built:
     """The EP's builders and type map, with the HTP's measured answers: the kinds of node it refused in every
     probe (checked), the ones it refused in some (notes), and fixed sizes (on a symbolic dim every node fails
     'Cannot get shape')."""
-    refused, notes, runtime = parsers.htp_answers(texts[2])
+    refused, notes, runtime, taken = parsers.htp_answers(texts[2])
+    builders = dict(parsers.qnn_builders(texts[0]).ops)
+    newer = sorted(op for op in taken if f"*:{op}" not in builders)  # builders newer than the table's commit
+    builders |= {f"*:{op}": OpEntry() for op in newer}
     ops = {key: replace(entry, refused=refused.get(key.split(":", 1)[1], ()), partial=notes.get(key.split(":", 1)[1], ()))
-           for key, entry in parsers.qnn_builders(texts[0]).ops.items()}
+           for key, entry in builders.items()}
     why = (f"QNN needs every dim fixed, the batch too: on a symbolic one the HTP ({runtime}) refuses every node "
            "('Cannot get shape'); a file with a symbolic batch is estimated as it is and with the batch fixed",)
+    if newer:
+        why += (f"Ops the registry's table (at its commit) lacks and the HTP ({runtime}) took in its probes, so "
+                f"added: {', '.join(newer)}",)
     return Built(Parsed(ops=ops, element_types=parsers.qnn_element_types(texts[1]), notes=why), fixed_sizes=True)
 
 

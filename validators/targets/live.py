@@ -59,17 +59,18 @@ class Live:
 
 
 class OfflineOps(Counter[str]):
-    """The ops (per node) the profile says fall back, and the names of those nodes (``nodes``): a runtime that names
-    the nodes it refuses (QNN's HTP) is compared node by node, over the nodes it was given."""
+    """The ops (per node) the profile says fall back, and those nodes as (op, name) pairs (``pairs``; a name may be
+    empty): a runtime that names the nodes it refuses (QNN's HTP) is compared node by node, over the nodes it was
+    given."""
 
-    nodes: frozenset[str] = frozenset()
+    pairs: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, nodes: Iterable[tuple[str, str]]) -> OfflineOps:
         """From (op, node name) pairs."""
-        pairs = list(nodes)
+        pairs = tuple(nodes)
         found = cls(op for op, _name in pairs)
-        found.nodes = frozenset(name for _op, name in pairs if name)
+        found.pairs = pairs
         return found
 
 
@@ -223,17 +224,28 @@ def _qnn(source: str | bytes, offline: Counter[str]) -> Live:
 
     found = ask_htp(source, feeds=_seeded_feeds)
     blocking = f"the HTP cannot compile the graph: {found.compiled}" if found.compiled else ""
-    return Live((*found.pairs(), ("disagreements", _node_disagreements(offline, found))),
+    shapes = [n for n in found.refused if any(words in n.reason for words in _SHAPE_WORDS)]
+    said = (("refused_for_shapes", f"{len(shapes)} node(s) refused for their shapes (QNN needs every dim fixed: "
+                                   "the estimate's 'with a fixed batch' counts them), not compared by op"),) if shapes else ()
+    return Live((*found.pairs(), ("disagreements", _node_disagreements(offline, found, shapes)), *said),
                 tuple((n.op, n.node, n.reason) for n in found.refused), blocking)
 
 
-def _node_disagreements(offline: Counter[str], found: Any) -> str:
-    """The ops of the nodes the profile and the HTP judge differently, over the nodes the HTP saw by name."""
+# the HTP's words for a node refused for its shapes, not its op (a symbolic dim beyond the batch, a computed shape)
+_SHAPE_WORDS = ("Cannot get shape", "shape must be static", "dynamic shape")
+
+
+def _node_disagreements(offline: Counter[str], found: Any, shapes: list[Any]) -> str:
+    """The ops of the nodes the profile and the HTP judge differently, over the nodes the HTP was given: by name,
+    and for unnamed nodes by op, as many as it saw (a node refused for its shapes is not an op's verdict)."""
     if not isinstance(offline, OfflineOps):  # asked without the profile's nodes (the fleet's live step)
         return "not compared"
-    seen = {n.node: n for n in found.nodes if not n.by_design}
-    live = Counter(n.op for n in seen.values() if not n.taken)
-    said = Counter(n.op for name, n in seen.items() if name in offline.nodes)
+    judged = [n for n in found.nodes if not n.by_design and n not in shapes]
+    live = Counter(n.op for n in judged if not n.taken)
+    named = {n.node for n in judged if n.node}
+    said = Counter(op for op, name in offline.pairs if name and name in named)
+    unnamed = Counter(n.op for n in judged if not n.node)
+    said += Counter({op: min(count, unnamed[op]) for op, count in Counter(op for op, name in offline.pairs if not name).items()})
     return _disagreements(said, live, "HTP")
 
 

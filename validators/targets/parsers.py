@@ -260,11 +260,11 @@ _SKIPPED = ("QuantizeLinear", "DequantizeLinear")  # judged as members of a QDQ 
 Kinds = dict[str, tuple[tuple[str, str], ...]]
 
 
-def htp_answers(text: str) -> tuple[Kinds, Kinds, str]:
+def htp_answers(text: str) -> tuple[Kinds, Kinds, str, frozenset[str]]:
     """The QNN HTP's measured answers (``validators/targets/measured/qnn-htp.json``, written by
     ``python -m portable.validators.targets.htp_answers``): per op, the kinds it refused (with its reason), a note
-    per kind it refused only in some cases, and the runtime that answered. Q and DQ alone are not judged (the EP
-    takes them as members of a QDQ unit)."""
+    per kind it refused only in some cases, the runtime that answered, and the ops it took at least once. Q and DQ
+    alone are not judged (the EP takes them as members of a QDQ unit)."""
     import json
 
     data = json.loads(text)
@@ -285,7 +285,8 @@ def htp_answers(text: str) -> tuple[Kinds, Kinds, str]:
             refused[op] = tuple((kind, f"the HTP refused it in every probe ({runtime}): {reason}") for kind, reason in never)
         if some:
             notes[op] = tuple(some)
-    return refused, notes, runtime
+    taken = frozenset(op for op, kinds in data["ops"].items() if any(r["taken"] for r in kinds.values()))
+    return refused, notes, runtime, taken
 
 
 # -- tract ---------------------------------------------------------------------------------
