@@ -151,8 +151,9 @@ def _qnn(texts: Sequence[str]) -> Built:
     builders |= {f"*:{op}": OpEntry() for op in newer}
     ops = {key: replace(entry, refused=refused.get(key.split(":", 1)[1], ()), partial=notes.get(key.split(":", 1)[1], ()))
            for key, entry in builders.items()}
-    why = (f"QNN needs every dim fixed, the batch too: on a symbolic one the HTP ({runtime}) refuses every node "
-           "('Cannot get shape'); a file with a symbolic batch is estimated as it is and with the batch fixed",)
+    why: tuple[str, ...] = (f"QNN needs every dim fixed, the batch too: on a symbolic one the HTP ({runtime}) refuses "
+                            "every node ('Cannot get shape'); a file with a symbolic batch is estimated as it is and "
+                            "with the batch fixed",)
     if newer:
         why += (f"Ops the registry's table (at its commit) lacks and the HTP ({runtime}) took in its probes, so "
                 f"added: {', '.join(newer)}",)

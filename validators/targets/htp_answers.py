@@ -64,9 +64,9 @@ def _constant_inputs(case: Any) -> tuple[bytes, dict[str, Any]] | None:
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     graph, (inputs, _outputs) = model.graph, case.data_sets[0]
-    if len(inputs) != len(graph.input) or not all(v.type.HasField("tensor_type") for v in graph.input) \
+    if not graph.input or len(inputs) != len(graph.input) or not all(v.type.HasField("tensor_type") for v in graph.input) \
             or not all(isinstance(v, np.ndarray) for v in inputs):
-        return None
+        return None  # a case without inputs (EyeLike of a constant...), or with sequences
     for value, data in list(zip(graph.input, inputs, strict=True))[1:]:
         graph.initializer.append(onnx.numpy_helper.from_array(data, value.name))
     first = graph.input[0]
