@@ -405,7 +405,7 @@ def compare(model_path: str | Path, reference_module: torch.nn.Module, options: 
     options = (options or CompareOptions()).with_(**fields) if fields else (options or CompareOptions())
     say = progress or (lambda _msg: None)
     plan = _plan(model_path, example_inputs, options)
-    table = options.table()
+    table = options.table(model_path)
     runners = _make_runners(plan, reference_module, _eps(options.providers, plan.device), options.compile_modes(),
                             options.tf32, example_inputs)
     plan.setup.update(_setup(options, runners))
