@@ -50,7 +50,7 @@ __all__ = [
 HISTOGRAM_EDGES: tuple[int, ...] = tuple(range(-12, 4))
 
 
-def _clean(value: float) -> float | None:
+def _clean(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
