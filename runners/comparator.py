@@ -308,7 +308,8 @@ class OutputComparison:
                     f"{n.ratio:.2g}x {expected} fp32's own {n.expected_error:.3g} (allowed {n.factor:g}x: cleared "
                     f"{_margin(n.actual_error / n.bound if n.bound else 0.0)}); {s.max_abs:.3g} apart, over "
                     f"atol/rtol {self.tolerance.describe()}")
-        return (f"{name} passes atol/rtol {self.tolerance.describe()}: max |diff| {s.max_abs:.3g}, cleared "
+        return (f"{name} passes atol/rtol {self.tolerance.describe()} ({_source(self.tolerance)}): "
+                f"max |diff| {s.max_abs:.3g}, cleared "
                 f"{_margin(s.bound_use)}")
 
     def problem(self, actual: str, expected: str) -> str | None:
