@@ -271,7 +271,7 @@ def _plan(model: str | Path, examples: Sequence[Any] | None, batches: Sequence[i
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
     limits = constraints_of(path)  # what the graph does with each input: the same draw as compare's
     feeds = {b: make_feeds(specs, b, seed=seed, dims=all_dims, int_range=ints.default, int_ranges=ints.per_input,
-                           constraints=limits) for b in _batches(specs, batches)}
+                           constraints=limits, observed=ints.observed) for b in _batches(specs, batches)}
     return _Plan(path, [o.name for o in outs], [o.dtype for o in outs], feeds, table or ToleranceTable(),
                  quantized=_qdq(path))
 
