@@ -70,7 +70,7 @@ QNN_TYPES = Pinned(QNN, "onnxruntime/core/providers/qnn/builder/qnn_utils.cc", Q
 # The HTP's own answers, measured here on onnxruntime-qnn 2.7.0's wheel (its libQnnHtp.so, QAIRT 2.51.0):
 # `python -m portable.validators.targets.htp_answers` rewrites the file; then its blob here, then regenerate.
 QNN_HTP = Pinned(QNN, "release v2.7.0 (PyPI onnxruntime-qnn==2.7.0): libQnnHtp.so, QAIRT 2.51.0", "v2.7.0",
-                 "0a0cf9103200b893d109b61d2fcc2e7b85936034", local="measured/qnn-htp.json",
+                 "fec86dd932d04d02c7af7710f8262d8f84292dc3", local="measured/qnn-htp.json",
                  via="the HTP backend's answers on one-node probes, measured by python -m "
                      "portable.validators.targets.htp_answers (validators/targets/measured/qnn-htp.json)")
 NNAPI = Pinned(ORT, "tools/ci_build/github/android/nnapi_supported_ops.md", "", None,
