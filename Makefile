@@ -115,6 +115,13 @@ zoo-textgen: qwen25
 	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json.tmp
 	mv bench/results/zoo_textgen.json.tmp bench/results/zoo_textgen.json
 
+# optimum-cli against portable export on ten architectures from folders (docs/peers.md, bench/results/peers.json),
+# the peer from `peers-venv` (its own venv, with the CPU torch). About 40 min and 5 GB on 2 cores.
+.PHONY: peers
+peers: $(STAMP) $(PEERS_STAMP)
+	$(PY) bench/peers_bench.py $(if $(ONLY),--only $(ONLY)) > bench/results/peers.json.tmp
+	mv bench/results/peers.json.tmp bench/results/peers.json
+
 # docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
 cli-docs: $(STAMP)
 	$(PY) -m portable.cli.docs docs/cli.md

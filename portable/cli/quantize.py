@@ -41,14 +41,16 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
               help="The int8 ONNX file to write (its manifest goes beside it as OUTPUT.json).")
 @click.option("--calibration", default=None, type=click.Path(),
-              help="Calibration samples (.npz: one array per input name, samples on a leading axis; or a folder "
-                   "of images with --preprocess); its last quarter is held out for the accuracy unless --eval is "
+              help="Calibration samples (.npz: one array per input name, samples on a leading axis; .txt: one text a "
+                   "line, or .jsonl with a 'text' field, tokenized by the tokenizer the file's export recorded; or a "
+                   "folder of images); its last quarter is held out for the accuracy unless --eval is "
                    "given. Default: seeded random data.")
 @click.option("--eval", "eval_data", default=None, type=click.Path(),
-              help="Held-out samples for the accuracy measurement (.npz, or a folder of images).")
+              help="Held-out samples for the accuracy measurement (.npz, .txt, .jsonl, or a folder of images).")
 @click.option("--preprocess", type=click.Choice(["imagenet", "inception", "none"]), default=None,
               help="How a folder of images becomes the input: imagenet (resize, centre crop, ImageNet mean/std), "
-                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size).")
+                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size). "
+                   "Default: the image processor the file's export recorded (a model folder's), else required.")
 @click.option("--samples", type=click.IntRange(min=1), default=None,
               help="Seeded calibration samples (default 64); not with --calibration.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=256, show_default=True,

@@ -163,9 +163,9 @@ def _feed_batch(plan: Plan, specs: list[Any]) -> tuple[int, bool]:
 def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samples, Samples]:
     batch, static = _feed_batch(plan, specs)
     if plan.calibration is not None:
-        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess)
+        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess, model=plan.source)
         if plan.eval_data is not None:
-            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
         return held_out_split(given)
     ranges = {**index_ranges(proto), **plan.int_ranges}
     count = -(-plan.samples // batch) * batch if static else plan.samples
@@ -173,7 +173,7 @@ def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samp
     calibration = seeded_samples(specs, count, seed=plan.seed, salt=CALIBRATION_SEED_SALT, batch=batch,
                                  static=static, int_ranges=ranges)
     if plan.eval_data is not None:
-        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
     return calibration, seeded_samples(specs, held, seed=plan.seed, salt=HELD_OUT_SEED_SALT, batch=batch,
                                        static=static, int_ranges=ranges)
 
