@@ -25,22 +25,25 @@ def fleet() -> None:
               help="local: steps at once; ray without --address: the local cluster's CPUs.")
 @click.option("--address", default=None, metavar="HOST:PORT|auto",
               help="ray: the cluster to use ('auto': the one running here). Default: a local cluster for this run.")
+@click.option("--only", default=None, metavar="NAMES", help="Only these models (comma-separated names).")
 @click.option("--force", is_flag=True, help="Run every step again, done or not.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Progress as a status line on a terminal, or as JSON lines on stdout.")
 @quiet_option
-def run(fleet_file: str, output: str, engine: str, jobs: int, address: str | None, force: bool, fmt: str, quiet: bool) -> None:
+def run(fleet_file: str, output: str, engine: str, jobs: int, address: str | None, only: str | None, force: bool, fmt: str,
+        quiet: bool) -> None:
     """Run every step of every model of FLEET.toml not done yet, into the results folder.
 
     Each (model, step) runs in its own process, under the fleet's time limit and memory cap; its record is
     written as it ends. Exit 0 when every step of every model passed, 1 when any did not (the report says
     why), 2 for a bad fleet file or engine, before any work."""
     from portable.fleet.api import check_fleet
+    from portable.fleet.api import only as only_models
     from portable.fleet.engine import make_engine
     from portable.fleet.progress import make_progress
     from portable.fleet.run import run_fleet
 
-    plan = check_fleet(fleet_file)
+    plan = only_models(check_fleet(fleet_file), only)
     check_writable(output, what="results folder", folder=True)
     chosen = make_engine(engine, jobs=jobs, address=address)
     progress = make_progress(plan, fmt, quiet)

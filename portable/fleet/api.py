@@ -11,7 +11,7 @@ from portable.fleet.report import FleetReport, load_report
 from portable.fleet.run import RunSummary
 from portable.fleet.steps import load_plugins, ordered
 
-__all__ = ["check_fleet", "fleet_report", "run_fleet_file"]
+__all__ = ["check_fleet", "fleet_report", "only", "run_fleet_file"]
 
 
 def check_fleet(path: str | Path) -> Fleet:
@@ -22,6 +22,18 @@ def check_fleet(path: str | Path) -> Fleet:
     known = _known_targets()
     models = tuple(_checked(entry, known, fleet.path) for entry in fleet.models)
     return replace(fleet, models=models)
+
+
+def only(fleet: Fleet, names: str | None) -> Fleet:
+    """The fleet's models named in ``names`` (comma-separated; None: all); an unknown name is a usage error."""
+    if not names:
+        return fleet
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = {e.name: e for e in fleet.models}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise ConfigError(f"--only: no model {unknown[0]!r} in the fleet", path=fleet.path)
+    return replace(fleet, models=tuple(known[n] for n in dict.fromkeys(wanted)))
 
 
 def _known_targets() -> tuple[str, ...]:

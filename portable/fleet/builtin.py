@@ -62,7 +62,7 @@ def export(ctx: StepContext) -> StepOutcome:
     rules = _failing_rules(report.get("validation"))
     parity = report.get("parity") or {}
     data = {"how": "export", "exit_code": cmd.exit_code, "fingerprint": report.get("fingerprint"),
-            "timings": report.get("timings") or {}, "rules": rules,
+            "timings": report.get("timings") or {}, "rules": rules, "findings": _findings(report.get("validation")),
             "parity_ok": parity.get("ok") if parity else None, "message": report.get("message")}
     written = cmd.exit_code == 0 and Path(out).exists()
     return StepOutcome(_status(cmd.exit_code), _reason(cmd, rules), data, out if written else None)
@@ -90,9 +90,20 @@ def _fix(ctx: StepContext) -> StepOutcome:
 
 
 def _remedies(report: Mapping[str, Any]) -> list[str]:
-    applied = report.get("remedies") or report.get("applied") or []
-    return [str(r.get("name", r)) if isinstance(r, Mapping) else str(r) for r in applied if
-            not isinstance(r, Mapping) or r.get("applied", True)]
+    """The names of the remedies fix applied (its report lists every remedy with its status)."""
+    return [str(r.get("name")) for r in report.get("remedies") or [] if isinstance(r, Mapping) and r.get("status") == "applied"]
+
+
+def _findings(validation: Mapping[str, Any] | None, limit: int = 5) -> list[dict[str, Any]]:
+    """The first error findings, where they are: rule, message, node, op, the model's source line, the hint."""
+    out = []
+    for finding in [f for f in (validation or {}).get("findings") or [] if f.get("severity") == "error"][:limit]:
+        location = finding.get("location") or {}
+        source = location.get("source") or {}
+        out.append({"rule": finding.get("rule"), "message": str(finding.get("message", ""))[:300],
+                    "node": location.get("node"), "op_type": location.get("op_type"), "hint": finding.get("hint"),
+                    "source": f"{source.get('file')}:{source.get('line')}" if source else None})
+    return out
 
 
 def _targets(ctx: StepContext) -> list[str]:
@@ -105,8 +116,11 @@ def validate(ctx: StepContext) -> StepOutcome:
     cmd = run_command(["validate", str(ctx.artefact), "--format", "json", *_targets(ctx), *ctx.args])
     report = _first_model(cmd.report)
     rules = _failing_rules(report)
-    data = {"exit_code": cmd.exit_code, "ok": report.get("ok"), "rules": rules,
+    found = _findings(report, limit=3)
+    data = {"exit_code": cmd.exit_code, "ok": report.get("ok"), "rules": rules, "findings": found,
             "counts": report.get("counts"), "targets": _offline(report)}
+    if cmd.exit_code == 1 and found:
+        return StepOutcome("failed", "findings: " + "; ".join(f"{f['rule']} {f['message']}" for f in found)[:600], data)
     return StepOutcome(_status(cmd.exit_code), _reason(cmd, rules), data)
 
 
