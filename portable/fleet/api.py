@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from portable.errors import ConfigError
 from portable.fleet.plan import Fleet, ModelEntry, load_fleet
+from portable.fleet.records import StepRecord
 from portable.fleet.report import FleetReport, load_report
 from portable.fleet.run import RunSummary
 from portable.fleet.steps import load_plugins, ordered
@@ -62,13 +64,15 @@ def _all_steps() -> tuple[str, ...]:
 
 
 def run_fleet_file(path: str | Path, output: str | Path, *, engine: str = "local", jobs: int = 1,
-                   address: str | None = None, force: bool = False) -> RunSummary:
-    """``portable fleet run PATH -o OUTPUT`` without progress: the summary (records, exit code)."""
+                   address: str | None = None, force: bool = False,
+                   on_record: Callable[[StepRecord, bool], None] = lambda record, kept: None) -> RunSummary:
+    """``portable fleet run PATH -o OUTPUT`` without progress: the summary (records, exit code);
+    ``on_record(record, kept)`` hears of each record as it is written or kept."""
     from portable.fleet.engine import make_engine
     from portable.fleet.run import run_fleet
 
     fleet = check_fleet(path)
-    return run_fleet(fleet, output, make_engine(engine, jobs=jobs, address=address), force=force)
+    return run_fleet(fleet, output, make_engine(engine, jobs=jobs, address=address), force=force, on_record=on_record)
 
 
 def fleet_report(results: str | Path) -> FleetReport:

@@ -29,6 +29,7 @@ POLL_S = 0.25
 
 
 def _child(task: Task, conn: Connection) -> None:
+    """The step's process (not a daemon: a step may start processes of its own, the reference evaluator's)."""
     os.setpgid(0, 0)  # its own process group: a kill takes the step's own children with it
     outcome = execute(task)
     conn.send(outcome)
@@ -42,6 +43,7 @@ class _Running:
     conn: Connection
     start: float
     peak_gb: float = 0.0
+    over: str = ""  # why the driver ends it: "timeout" or "memory"
 
 
 class LocalEngine:
@@ -57,7 +59,10 @@ class LocalEngine:
         self._running: list[_Running] = []
 
     def submit(self, task: Task) -> None:
-        self._queue.append(task)
+        if task.first:
+            self._queue.appendleft(task)
+        else:
+            self._queue.append(task)
 
     def running(self) -> list[str]:
         return [r.task.id for r in self._running]
@@ -81,7 +86,7 @@ class LocalEngine:
         while self._queue and len(self._running) < self.jobs:
             task = self._queue.popleft()
             receive, send = self._context.Pipe(duplex=False)
-            process = self._context.Process(target=_child, args=(task, send), name=f"portable-fleet {task.id}", daemon=True)
+            process = self._context.Process(target=_child, args=(task, send), name=f"portable-fleet {task.id}")
             process.start()
             send.close()
             self._running.append(_Running(task, process, receive, time.monotonic()))
@@ -89,9 +94,11 @@ class LocalEngine:
     def _over(self, run: _Running) -> bool:
         """Past the time limit or over the memory cap (the process is killed then)."""
         if time.monotonic() - run.start > run.task.timeout_s:
-            return True
-        run.peak_gb = max(run.peak_gb, resident_gb(run.process.pid))
-        return run.peak_gb > run.task.memory_gb
+            run.over = "timeout"
+        else:
+            run.peak_gb = max(run.peak_gb, resident_gb(run.process.pid))
+            run.over = "memory" if run.peak_gb > run.task.memory_gb else ""
+        return bool(run.over)
 
     def _finish(self, run: _Running) -> Finished:
         seconds = time.monotonic() - run.start
@@ -103,12 +110,14 @@ class LocalEngine:
         return Finished(run.task, outcome, round(seconds, 3), 1)
 
     def _ended(self, run: _Running, seconds: float) -> StepOutcome:
-        """Why a step gave no outcome: over its limits (killed here), or its process died."""
-        if run.process.is_alive() or run.process.exitcode is None:
+        """Why a step gave no outcome: over its limits (killed here), or its process died on its own."""
+        if run.over == "memory":
             _kill(run.process)
-            if run.peak_gb > run.task.memory_gb:
-                return StepOutcome("memory", f"over the memory cap: {run.peak_gb:.1f} GB resident > {run.task.memory_gb:g} GB; killed")
+            return StepOutcome("memory", f"over the memory cap: {run.peak_gb:.1f} GB resident > {run.task.memory_gb:g} GB; killed")
+        if run.over == "timeout":
+            _kill(run.process)
             return StepOutcome("timeout", f"timed out after {run.task.timeout_s:g} s (the step's limit); killed")
+        run.process.join(5)
         return StepOutcome("killed", _how(run.process.exitcode))
 
     def close(self) -> None:

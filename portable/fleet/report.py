@@ -165,7 +165,7 @@ def _live_of(steps: Mapping[str, StepRecord], target: str) -> str:
 def _model_row(entry: Mapping[str, Any], steps: Mapping[str, StepRecord], targets: Sequence[str]) -> ModelRow:
     validate = steps.get("validate")
     summaries = (validate.data.get("targets") or {}) if validate is not None else {}
-    failures = tuple((s, r.status, r.reason) for s, r in steps.items() if not r.passed)
+    failures = tuple((s, steps[s].status, steps[s].reason) for s in entry["settings"]["steps"] if s in steps and not steps[s].passed)
     return ModelRow(entry["name"], entry["model"], _export_cell(steps.get("export")), _contract_cell(validate),
                     _int8_cell(steps.get("quantize")), _parity_cell(steps.get("compare")),
                     tuple((t, target_cell(summaries.get(t))) for t in targets), failures)

@@ -82,7 +82,7 @@ class _Driver:
         for name in entry.settings.steps:
             if name == EXPORT:
                 continue
-            key = key_of(name, export_key, digest, _settings_key(entry), __version__)
+            key = key_of(name, export_key, digest, _settings_key(entry, name), __version__)
             if self.kept(entry.name, name, key) is not None:
                 continue
             if artefact is None and STEPS[name].needs_file:
@@ -104,7 +104,7 @@ class _Driver:
                               str(scratch), settings.args_for(step))
         cpus, gpus = resources(STEPS[step], settings.device)
         self.engine.submit(Task(entry.name, step, key, context, self.fleet.plugins, settings.timeout_s, settings.memory_gb,
-                                cpus, gpus, settings.retries))
+                                cpus, gpus, settings.retries, first=step != EXPORT))
 
     def finished(self, done: Finished, entries: dict[str, ModelEntry]) -> None:
         task, outcome = done.task, done.outcome
@@ -137,14 +137,13 @@ class _Driver:
 
 def _export_key(entry: ModelEntry) -> str:
     return key_of(EXPORT, entry.model, entry.inputs, entry.task, entry.shape, source_digest(entry.model),
-                  _settings_key(entry), __version__)
+                  _settings_key(entry, EXPORT), __version__)
 
 
-def _settings_key(entry: ModelEntry) -> dict[str, Any]:
-    """The settings a result depends on (which steps run is not one of them)."""
+def _settings_key(entry: ModelEntry, step: str) -> dict[str, Any]:
+    """The settings the step's result depends on (the step's ``depends``) and its own arguments."""
     settings = entry.settings.to_dict()
-    settings.pop("steps")
-    return settings
+    return {k: settings[k] for k in STEPS[step].depends} | {"args": list(entry.settings.args_for(step))}
 
 
 def _digest_of(path: str) -> str:

@@ -22,7 +22,9 @@ EXPORT = "export"
 @dataclass(frozen=True)
 class Step:
     """One step of a fleet. ``needs_file``: it works on the export's file (skipped when there is none);
-    ``on_device``: it runs on the model's ``device`` (a GPU for ``cuda``: a Ray task asks for one)."""
+    ``on_device``: it runs on the model's ``device`` (a GPU for ``cuda``: a Ray task asks for one);
+    ``depends``: the settings its result depends on (with its own ``args``): a change of another setting
+    does not run it again."""
 
     name: str
     run: Callable[[StepContext], StepOutcome]
@@ -30,14 +32,18 @@ class Step:
     needs_file: bool = True
     on_device: bool = False
     cpus: float = 1.0
+    depends: tuple[str, ...] = ("batch", "targets", "device")
 
 
 STEPS: dict[str, Step] = {step.name: step for step in (
-    Step(EXPORT, builtin.export, "portable export (an .onnx file: portable fix, or nothing when portable)", needs_file=False),
-    Step("validate", builtin.validate, "portable validate --target: the contract and each target's offline verdict"),
-    Step("live", builtin.live, "portable validate --target --live: the runtimes installed here asked"),
-    Step("quantize", builtin.quantize, "portable quantize: int8 accuracy and latency ratio"),
-    Step("compare", builtin.compare, "portable compare: parity against the model's PyTorch", on_device=True),
+    Step(EXPORT, builtin.export, "portable export (an .onnx file: portable fix, or nothing when portable)", needs_file=False,
+         depends=("batch",)),
+    Step("validate", builtin.validate, "portable validate --target: the contract and each target's offline verdict",
+         depends=("targets",)),
+    Step("live", builtin.live, "portable validate --target --live: the runtimes installed here asked", depends=("targets",)),
+    Step("quantize", builtin.quantize, "portable quantize: int8 accuracy and latency ratio", depends=()),
+    Step("compare", builtin.compare, "portable compare: parity against the model's PyTorch", on_device=True,
+         depends=("device",)),
 )}
 
 

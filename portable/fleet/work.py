@@ -37,6 +37,7 @@ class Task:
     cpus: float = 1.0
     gpus: float = 0.0
     retries: int = 1
+    first: bool = False  # run before the tasks already waiting (a model's steps after its export: models finish)
 
     @property
     def id(self) -> str:
