@@ -46,7 +46,7 @@ def _known_targets() -> tuple[str, ...]:
 
 def _checked(entry: ModelEntry, known: tuple[str, ...], where: str) -> ModelEntry:
     settings = entry.settings
-    steps = ordered(settings.steps, f"model {entry.name!r}")
+    steps = ordered(settings.steps, f"model {entry.name!r}", where)
     unknown = [t for t in settings.targets if t not in (*known, "all")]
     if unknown:
         raise ConfigError(f"unknown target {unknown[0]!r} for model {entry.name!r} (known: {', '.join(known)}, all)", path=where)

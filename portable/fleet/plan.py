@@ -138,11 +138,15 @@ def _toml_error(exc: Exception, text: str) -> str:
     if not found:
         return f"not valid TOML: {message}"
     number = int(found.group(1))
-    lines = text.splitlines()
-    line = lines[number - 1] if 0 < number <= len(lines) else ""
-    key = re.match(r"\s*([A-Za-z0-9_.\"'-]+)\s*=", line)
-    named = f", key {key.group(1).strip(chr(34) + chr(39))!r}" if key else ""
-    return f"not valid TOML at line {number}{named}: {message}"
+    lines = text.splitlines()[:number]
+    for index in range(len(lines) - 1, -1, -1):  # the key whose value the error is in: on the line, or above it
+        key = re.match(r"\s*([A-Za-z0-9_.\"'-]+)\s*=", lines[index])
+        if key:
+            at = "" if index == number - 1 else f" (its value began at line {index + 1})"
+            return f"not valid TOML at line {number}, key {key.group(1).strip(chr(34) + chr(39))!r}{at}: {message}"
+        if index < number - 1 and lines[index].lstrip().startswith("["):  # a table above: no key to name
+            break
+    return f"not valid TOML at line {number}: {message}"
 
 
 def _table(value: Any, key: str, where: str) -> Mapping[str, Any]:

@@ -64,11 +64,11 @@ def load_plugins(modules: Sequence[str]) -> None:
             raise ConfigError(f"plug-in {name!r} cannot be imported: {exc}") from None
 
 
-def ordered(names: Sequence[str], where: str) -> tuple[str, ...]:
+def ordered(names: Sequence[str], where: str, path: str | None = None) -> tuple[str, ...]:
     """``names`` checked against the registry, in the registry's order (export first)."""
     unknown = [n for n in names if n not in STEPS]
     if unknown:
-        raise ConfigError(f"unknown step {unknown[0]!r} in {where} (known: {', '.join(STEPS)})")
+        raise ConfigError(f"unknown step {unknown[0]!r} in {where} (known: {', '.join(STEPS)})", path=path)
     return tuple(n for n in STEPS if n in names)
 
 
