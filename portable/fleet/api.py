@@ -35,7 +35,7 @@ def only(fleet: Fleet, names: str | None) -> Fleet:
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise ConfigError(f"--only: no model {unknown[0]!r} in the fleet", path=fleet.path)
-    return replace(fleet, models=tuple(known[n] for n in dict.fromkeys(wanted)))
+    return replace(fleet, only=tuple(dict.fromkeys(wanted)))
 
 
 def _known_targets() -> tuple[str, ...]:

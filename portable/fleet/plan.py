@@ -94,6 +94,10 @@ class Fleet:
     path: str
     models: tuple[ModelEntry, ...]
     plugins: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()  # run these models only (``--only``); the results still describe the whole fleet
+
+    def selected(self) -> tuple[ModelEntry, ...]:
+        return tuple(e for e in self.models if not self.only or e.name in self.only)
 
 
 def load_fleet(path: str | Path) -> Fleet:

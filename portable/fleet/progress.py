@@ -23,7 +23,7 @@ class Progress:
     """The counts; subclasses show them."""
 
     def __init__(self, fleet: Fleet) -> None:
-        self.steps = {e.name: len(e.settings.steps) for e in fleet.models}
+        self.steps = {e.name: len(e.settings.steps) for e in fleet.selected()}
         self.seen: dict[str, int] = dict.fromkeys(self.steps, 0)
         self.failures = 0
         self.kept = 0

@@ -165,7 +165,7 @@ def run_fleet(fleet: Fleet, out: str | Path, engine: Engine, *, force: bool = Fa
     entries = {e.name: e for e in fleet.models}
     store.write_run(_meta(fleet, engine, "running"))
     try:
-        for entry in fleet.models:
+        for entry in fleet.selected():
             driver.start(entry)
         while engine.busy():
             for done in engine.wait(POLL_S):
@@ -175,7 +175,8 @@ def run_fleet(fleet: Fleet, out: str | Path, engine: Engine, *, force: bool = Fa
         engine.close()
     shutil.rmtree(store.root / ".scratch", ignore_errors=True)
     seconds = round(time.perf_counter() - start, 3)
-    ordered = tuple(driver.records[(e.name, s)] for e in fleet.models for s in e.settings.steps if (e.name, s) in driver.records)
+    ordered = tuple(driver.records[(e.name, s)] for e in fleet.selected() for s in e.settings.steps
+                    if (e.name, s) in driver.records)
     summary = RunSummary(ordered, len(ordered) - driver.kept_count, driver.kept_count, seconds)
     store.write_run(_meta(fleet, engine, "finished") | {"seconds": seconds, "ran": summary.ran, "kept": summary.kept,
                                                          "exit_code": summary.exit_code})
