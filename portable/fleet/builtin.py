@@ -174,10 +174,11 @@ def quantize(ctx: StepContext) -> StepOutcome:
     sqnr = [a["sqnr_db"] for a in accuracy if a.get("sqnr_db") is not None]
     top1 = [a["top1_agreement"] for a in accuracy if a.get("top1_agreement") is not None]
     latency = report.get("latency") or {}
+    rules = _failing_rules(report.get("validation"))
     data = {"exit_code": cmd.exit_code, "min_sqnr_db": min(sqnr) if sqnr else None, "top1_agreement": min(top1) if top1 else None,
-            "latency_ratio_p50": latency.get("ratio_p50"), "batch": latency.get("batch"),
-            "rules": _failing_rules(report.get("validation")), "budgets_ok": report.get("budgets_ok")}
-    return StepOutcome(_status(cmd.exit_code), _reason(cmd, data["rules"]), data)
+            "latency_ratio_p50": latency.get("ratio_p50"), "batch": latency.get("batch"), "rules": rules,
+            "budgets_ok": report.get("budgets_ok")}
+    return StepOutcome(_status(cmd.exit_code), _reason(cmd, rules), data)
 
 
 def compare(ctx: StepContext) -> StepOutcome:

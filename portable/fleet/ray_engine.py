@@ -101,7 +101,8 @@ def _init(address: str | None, jobs: int) -> bool:
     import ray
 
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)}}
-    common = {"log_to_driver": False, "runtime_env": env, "configure_logging": False, "include_dashboard": False}
+    common: dict[str, Any] = {"log_to_driver": False, "runtime_env": env, "configure_logging": False,
+                              "include_dashboard": False}
     if address is None:
         ray.init(num_cpus=max(1, jobs), **common)
         return True
@@ -124,7 +125,7 @@ class RayEngine:
 
         self._started_here = started_here
         self._remote = ray.remote(max_calls=1)(ray_step)
-        self._monitor = ray.remote(num_cpus=0)(Monitor).remote()
+        self._monitor: Any = ray.remote(num_cpus=0)(Monitor).remote()
         self._refs: dict[Any, tuple[Task, Any]] = {}  # result ref -> (task, ref)
         self._puts: dict[str, Any] = {}
         self._notes: dict[str, StepOutcome] = {}
@@ -184,7 +185,7 @@ class RayEngine:
         ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=timeout, fetch_local=False)
         if ready:
             ready, _ = ray.wait(list(self._refs), num_returns=len(self._refs), timeout=0, fetch_local=False)
-        state = ray.get(self._monitor.state.remote())
+        state: dict[str, tuple[float, int, float | None]] = ray.get(self._monitor.state.remote())
         done += [self._result(ref, state) for ref in ready]
         self._limits(state)
         return done

@@ -63,3 +63,12 @@ def test_headless_chromium_renders_the_bars_in_their_colours(cli, tmp_path):
     assert (0xE5, 0xB5, 0x32) in colours  # partly (amber): the split model on qnn
     assert (0x9A, 0xA3, 0xB5) in colours  # no file (grey): the refused model
     assert (0xFB, 0xDC, 0xDC) in colours  # a red cell: the refusal
+
+
+def test_report_merge_reads_fleet_results_folders_and_fleet_reports(cli, tmp_path):
+    results = _store(tmp_path / "results")
+    (tmp_path / "fleet.json").write_text(cli("fleet", "report", str(results), "--format", "json").output)
+    merged = cli("report", "merge", str(results), str(tmp_path / "fleet.json"))
+    assert merged.exit_code == 0, merged.output
+    assert f"| {results} | qnn | 3 | 1 | 1 | 0 | 1 | 0 |" in merged.output
+    assert f"| {tmp_path / 'fleet.json'} | ort-cpu | 3 | 2 | 0 | 0 | 1 | 0 |" in merged.output

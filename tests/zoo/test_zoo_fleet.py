@@ -1,0 +1,30 @@
+"""``make zoo`` is a fleet: bench/zoo/zoo.toml names every registry entry once, as its SPEC in bench/zoo/specs.py,
+with the zoo's own measuring as the plug-in step ``zoo``, validated on every target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.zoo.registry import entries
+from portable.fleet import STEPS, check_fleet
+from portable.validators.targets import TARGETS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_zoo_fleet_is_the_registry():
+    fleet = check_fleet(ROOT / "bench" / "zoo" / "zoo.toml")
+    assert [m.name for m in fleet.models] == [e.name for e in entries()]
+    assert {m.model for m in fleet.models} == {f"bench.zoo.specs:{e.name}" for e in entries()}
+    assert {m.settings.steps for m in fleet.models} == {("export", "validate", "zoo")}
+    assert {m.settings.targets for m in fleet.models} == {TARGETS} and not STEPS["zoo"].needs_file
+
+
+def test_a_zoo_spec_builds_the_entry_with_live_weights():
+    pytest.importorskip("torchvision", reason="torchvision is not installed (make zoo-venv)")
+    import bench.zoo.specs as specs
+
+    module, args = specs.tv_squeezenet1_1()
+    assert all(p.any() for p in module.parameters()) and tuple(args[0].shape) == (2, 3, 224, 224)
