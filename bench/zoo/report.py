@@ -406,7 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results = Path((argv or sys.argv[1:] or ["out/zoo/fleet"])[0])
     root = Path(__file__).resolve().parents[2]
-    print(write(records_from(results), root / "docs", target_table(load_report(results))))
+    records = records_from(results)
+    if not records:  # an interrupted first run: the published tables stay as they are
+        print(f"no zoo records in {results}: docs/zoo.md left as it is", file=sys.stderr)
+        return 1
+    print(write(records, root / "docs", target_table(load_report(results))))
     return 0
 
 
