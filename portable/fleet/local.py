@@ -4,16 +4,22 @@ Each step's process comes from a fork server that has imported portable (and tor
 where installed) once, so a step does not pay their import. The driver watches each one: past its time
 limit or its memory cap (resident memory of the process and its children) the process group is killed
 and the record says which; a process that dies on its own (a signal, a crash in a native library) is
-recorded as ``killed`` with how it ended. No other step is touched.
+recorded as ``killed`` with how it ended. No other step is touched. A step's process dies with the fork
+server, which ends with the process that started it (a driver killed half-way leaves no step running).
+
+The Ray engine runs each step of a worker the same way (:func:`run_alone`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -22,15 +28,45 @@ from portable.fleet.engine import Finished
 from portable.fleet.records import StepOutcome
 from portable.fleet.work import Task, execute, resident_gb
 
-__all__ = ["LocalEngine"]
+__all__ = ["LocalEngine", "run_alone"]
 
-PRELOAD = ["portable.fleet.work", "portable.fleet.builtin", "portable.cli", "torch", "onnx", "onnxruntime"]
+PRELOAD = ("portable.fleet.work", "portable.fleet.builtin", "portable.cli", "torch", "onnx", "onnxruntime")
 POLL_S = 0.25
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (one per driver, shared by the step processes) without its
+    warnings, unless ``--debug``. It removes the semaphores of a step killed half-way (a reference
+    evaluator's queue) and warns at exit "There appear to be N leaked semaphore objects": true, and said
+    already by the step's record (timeout, memory, killed). The tracker takes its warning filters from
+    this process's ``-W`` options (``sys.warnoptions``) when it starts."""
+    from multiprocessing import resource_tracker
+
+    from portable.quiet import debug_requested
+
+    option = "ignore::UserWarning:multiprocessing.resource_tracker"
+    if debug_requested() or option in sys.warnoptions:
+        return
+    sys.warnoptions.append(option)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(option)
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent (the fork server) ends (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
 
 
 def _child(task: Task, conn: Connection) -> None:
     """The step's process (not a daemon: a step may start processes of its own, the reference evaluator's)."""
     os.setpgid(0, 0)  # its own process group: a kill takes the step's own children with it
+    _die_with_parent()
+    if task.env:  # the environment of the task's own start (a Ray worker's, set by Ray for this task)
+        os.environ.clear()
+        os.environ.update(dict(task.env))
     outcome = execute(task)
     conn.send(outcome)
     conn.close()
@@ -51,10 +87,11 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, jobs: int = 1) -> None:
+    def __init__(self, jobs: int = 1, preload: Sequence[str] = ()) -> None:
         self.jobs = max(1, jobs)
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(PRELOAD)
+        self._context.set_forkserver_preload([*PRELOAD, *preload])  # (read once: when this process's server starts)
+        _quiet_resource_tracker()
         self._queue: deque[Task] = deque()
         self._running: list[_Running] = []
 
@@ -155,3 +192,16 @@ def _kill(process: Any) -> None:
         except (ProcessLookupError, PermissionError):
             process.kill()
     process.join(5)
+
+
+def run_alone(task: Task, preload: Sequence[str] = ()) -> Finished:
+    """One task in a process of its own, under its limits, as a fleet on this machine runs it (a Ray worker
+    runs each of its steps so); ``preload``: more modules for the fork server to import once."""
+    engine = LocalEngine(1, preload)
+    engine.submit(task)
+    try:
+        while True:
+            for done in engine.wait(POLL_S):
+                return done
+    finally:
+        engine.close()

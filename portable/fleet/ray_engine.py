@@ -2,12 +2,13 @@
 
 - A task declares what it needs (``num_cpus``, ``num_gpus`` for a step on a ``cuda`` model, ``memory``), so
   Ray places it; a need no node of the cluster has is recorded at once, not left waiting.
-- ``max_calls=1``: a fresh worker process per task, as the local engine has.
+- In the worker, the step runs as the local engine runs it (:func:`~portable.fleet.local.run_alone`): in a
+  process of its own, forked from a server that has imported portable, torch, onnx and ONNX Runtime once
+  per worker (Ray reuses its workers, so a step does not pay those imports), under its time limit and
+  memory cap, its outcome worded as on this machine. The step's process dies with its worker.
 - Retries are Ray's: ``max_retries`` (the fleet's ``retries``) when the worker or its node dies;
   ``retry_exceptions=False``, since a step's failure is caught in the task and is its record, not a crash.
-- The time limit and the memory cap: a small actor (:class:`Monitor`) hears when each attempt starts and
-  when its process grows past the cap (a thread in the task watches it); the driver cancels such a task
-  with ``ray.cancel(force=True)``, which kills its worker (a cancelled task is not retried).
+  A small actor (:class:`Monitor`) counts each task's attempts.
 - The model's file goes to the task through the object store (``ray.put`` once per file), its export's
   file comes back as the task's result: nodes need not share a disk for the files the fleet makes.
   Completion order is ``ray.wait``'s. Only the driver writes the store.
@@ -19,7 +20,6 @@ import importlib.util
 import os
 import socket
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,50 +28,40 @@ from typing import Any
 from portable.errors import UsageError
 from portable.fleet.engine import Finished
 from portable.fleet.records import StepOutcome
-from portable.fleet.work import Task, execute, resident_gb
+from portable.fleet.work import Task
 
 __all__ = ["RAY_HINT", "Monitor", "RayEngine", "ray_step"]
 
 RAY_HINT = "pip install 'portable-onnx[ray]'"
-WATCH_S = 0.5
 GIB = 1024**3
 
 
 class Monitor:
-    """When each task's current attempt started (this actor's clock), how many attempts, and its memory
-    over the cap. A Ray actor (``ray.remote(Monitor)``); plain methods, so the tests can call them too."""
+    """When each task's current attempt started (this actor's clock) and how many attempts it has had.
+    A Ray actor (``ray.remote(Monitor)``); plain methods, so the tests can call them too."""
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
-        self.over: dict[str, float] = {}
 
     def start(self, task: str) -> None:
         self.started[task] = time.monotonic()
         self.attempts[task] = self.attempts.get(task, 0) + 1
 
-    def exceeded(self, task: str, gb: float) -> None:
-        self.over[task] = gb
-
-    def state(self) -> dict[str, tuple[float, int, float | None]]:
-        """task -> (seconds since its attempt started, attempts, GB over the cap or None)."""
+    def state(self) -> dict[str, tuple[float, int]]:
+        """task -> (seconds since its attempt started, attempts)."""
         now = time.monotonic()
-        return {t: (now - s, self.attempts[t], self.over.get(t)) for t, s in self.started.items()}
+        return {t: (now - s, self.attempts[t]) for t, s in self.started.items()}
 
 
-def _watch(task: Task, monitor: Any, stop: threading.Event) -> None:
-    while not stop.wait(WATCH_S):
-        gb = resident_gb(os.getpid())
-        if gb > task.memory_gb:
-            monitor.exceeded.remote(task.id, gb)
-            return
+def ray_step(task: Task, artefact: bytes | None, monitor: Any) -> tuple[StepOutcome, bytes | None, float]:
+    """The task in this worker: the step in a process of its own, in a scratch folder of its own; its outcome,
+    the export's file as bytes, its seconds. The monitor has counted the attempt before the step begins."""
+    import ray
 
+    from portable.fleet.local import run_alone
 
-def ray_step(task: Task, artefact: bytes | None, monitor: Any) -> tuple[StepOutcome, bytes | None]:
-    """The task: the step in this (fresh) worker, in a scratch folder of its own; the export's file as bytes."""
-    monitor.start.remote(task.id)
-    stop = threading.Event()
-    threading.Thread(target=_watch, args=(task, monitor, stop), daemon=True).start()
+    ray.get(monitor.start.remote(task.id))
     with tempfile.TemporaryDirectory(prefix="portable-fleet-") as scratch:
         path = None
         if artefact is not None:
@@ -79,10 +69,11 @@ def ray_step(task: Task, artefact: bytes | None, monitor: Any) -> tuple[StepOutc
             path.parent.mkdir()
             path.write_bytes(artefact)
         context = replace(task.context, scratch=scratch, artefact=str(path) if path else None)
-        outcome = execute(replace(task, context=context))
-        stop.set()
+        # the worker's environment as Ray set it for this task (CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)
+        done = run_alone(replace(task, context=context, env=tuple(os.environ.items())), preload=("ray",))
+        outcome = done.outcome
         data = Path(outcome.artefact).read_bytes() if outcome.artefact and Path(outcome.artefact).exists() else None
-    return replace(outcome, artefact=None), data
+    return replace(outcome, artefact=None), data, done.seconds
 
 
 def _reachable(address: str) -> None:
@@ -97,7 +88,17 @@ def _reachable(address: str) -> None:
 
 
 def _init(address: str | None, jobs: int) -> bool:
-    """Connect (True: a local cluster was started here, for this run only)."""
+    """Connect (True: a local cluster was started here, for this run only). Ray's log lines while it starts
+    ("Started a local Ray instance", "Token authentication is enabled ...") show under ``--debug`` only."""
+    import contextlib
+
+    from portable.quiet import debug_requested, quiet_libraries
+
+    with contextlib.nullcontext() if debug_requested() else quiet_libraries():
+        return _connect(address, jobs)
+
+
+def _connect(address: str | None, jobs: int) -> bool:
     import ray
 
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)}}
@@ -115,6 +116,22 @@ def _init(address: str | None, jobs: int) -> bool:
     return False
 
 
+def _driver_prints(on: bool) -> bool:
+    """Turn the driver's printing of the cluster's messages on or off; whether it was on.
+
+    Ray's driver prints the raylet's error messages ("(raylet) A worker died or was killed ...", "Task ...
+    failed. There are 1 retries remaining") on stdout from a thread of its own, whatever ``log_to_driver``
+    says (that covers the workers' output only). The fleet records each of those events, so they are noise
+    in its output (and would break ``--format json``'s lines): they show under ``--debug`` only. Ray has no
+    public option for this (2.60); ``_worker_logs_enabled`` is the switch its own ``ray.util.rpdb`` turns
+    off while a breakpoint holds the terminal."""
+    from ray._private import worker
+
+    was = bool(getattr(worker, "_worker_logs_enabled", True))
+    worker._worker_logs_enabled = on
+    return was
+
+
 class RayEngine:
     """Tasks on a Ray cluster; the records come back to the driver."""
 
@@ -123,12 +140,14 @@ class RayEngine:
     def __init__(self, started_here: bool) -> None:
         import ray
 
+        from portable.quiet import debug_requested
+
         self._started_here = started_here
-        self._remote = ray.remote(max_calls=1)(ray_step)
+        self._printed = _driver_prints(debug_requested())
+        self._remote = ray.remote(ray_step)
         self._monitor: Any = ray.remote(num_cpus=0)(Monitor).remote()
-        self._refs: dict[Any, tuple[Task, Any]] = {}  # result ref -> (task, ref)
+        self._refs: dict[Any, Task] = {}  # result ref -> its task
         self._puts: dict[str, Any] = {}
-        self._notes: dict[str, StepOutcome] = {}
         self._refused: list[Finished] = []
 
     @classmethod
@@ -145,7 +164,7 @@ class RayEngine:
         options = {"num_cpus": task.cpus, "num_gpus": task.gpus, "memory": int(task.memory_gb * GIB),
                    "max_retries": task.retries, "retry_exceptions": False, "name": task.id}
         ref = self._remote.options(**options).remote(task, self._put(task.context.artefact), self._monitor)
-        self._refs[ref] = (task, ref)
+        self._refs[ref] = task
 
     def _put(self, path: str | None) -> Any:
         """The file in the object store, once per path and content."""
@@ -171,7 +190,7 @@ class RayEngine:
         return None
 
     def running(self) -> list[str]:
-        return [task.id for task, _ in self._refs.values()]
+        return [task.id for task in self._refs.values()]
 
     def busy(self) -> bool:
         return bool(self._refs or self._refused)
@@ -185,43 +204,24 @@ class RayEngine:
         ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=timeout, fetch_local=False)
         if ready:
             ready, _ = ray.wait(list(self._refs), num_returns=len(self._refs), timeout=0, fetch_local=False)
-        state: dict[str, tuple[float, int, float | None]] = ray.get(self._monitor.state.remote())
-        done += [self._result(ref, state) for ref in ready]
-        self._limits(state)
+            state: dict[str, tuple[float, int]] = ray.get(self._monitor.state.remote())
+            done += [self._result(ref, state) for ref in ready]
         return done
 
-    def _result(self, ref: Any, state: dict[str, tuple[float, int, float | None]]) -> Finished:
+    def _result(self, ref: Any, state: dict[str, tuple[float, int]]) -> Finished:
         import ray
 
-        task, _ = self._refs.pop(ref)
-        seconds, attempts, _ = state.get(task.id, (0.0, 1, None))
+        task = self._refs.pop(ref)
+        seconds, attempts = state.get(task.id, (0.0, 1))
         try:
-            outcome, data = ray.get(ref)
+            outcome, data, ran = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
-            return Finished(task, self._notes.get(task.id) or StepOutcome("killed", "cancelled"), round(seconds, 3), attempts)
+            return Finished(task, StepOutcome("killed", "cancelled (the fleet was stopped)"), round(seconds, 3), attempts)
         except ray.exceptions.RayError as exc:
             why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
             reason = f"the worker died ({type(exc).__name__}: {why}) after {attempts} attempt(s)"
             return Finished(task, StepOutcome("killed", reason), round(seconds, 3), attempts)
-        return Finished(task, outcome, round(seconds, 3), attempts, data)
-
-    def _limits(self, state: dict[str, tuple[float, int, float | None]]) -> None:
-        """Cancel (kill) each running task past its time limit or over its memory cap, saying why."""
-        import ray
-
-        for ref, (task, _) in list(self._refs.items()):
-            if task.id in self._notes or task.id not in state:
-                continue
-            seconds, _, over = state[task.id]
-            if over is not None:
-                self._notes[task.id] = StepOutcome("memory", f"over the memory cap: {over:.1f} GB resident > "
-                                                             f"{task.memory_gb:g} GB; cancelled")
-            elif seconds > task.timeout_s:
-                self._notes[task.id] = StepOutcome("timeout", f"timed out after {task.timeout_s:g} s (the step's limit); "
-                                                              "cancelled")
-            else:
-                continue
-            ray.cancel(ref, force=True)
+        return Finished(task, outcome, ran, attempts, data)
 
     def close(self) -> None:
         import ray
@@ -230,3 +230,4 @@ class RayEngine:
             ray.cancel(ref, force=True)
         self._refs.clear()
         ray.shutdown()
+        _driver_prints(self._printed)

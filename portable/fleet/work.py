@@ -38,6 +38,7 @@ class Task:
     gpus: float = 0.0
     retries: int = 1
     first: bool = False  # run before the tasks already waiting (a model's steps after its export: models finish)
+    env: tuple[tuple[str, str], ...] = ()  # the step process's environment, where not its server's (a Ray task's)
 
     @property
     def id(self) -> str:

@@ -1,42 +1,31 @@
 """``portable fleet run`` with the local engine on the fixtures' models and two ONNX files from elsewhere, with
 a model that hangs and one whose worker dies: every record as it should be, the reasons in the report, and a
-rerun that does nothing."""
+rerun that does nothing. The run is the session's one (tests/fleet/conftest.py), read here, never changed."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
-
-import pytest
-from support import load_builder
 
 from portable.fleet import check_fleet, fleet_report, run_fleet_file
 from portable.fleet.render import render
 from portable.fleet.store import Store
-
-fleets = load_builder("fleet")
-
-
-@pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp("fleet")
-    path = fleets.write(folder, troubled=True)
-    summary = run_fleet_file(path, folder / "results", jobs=2)
-    return path, folder / "results", summary
 
 
 def _records(results: Path) -> dict[tuple[str, str], dict]:
     return {(r.model, r.step): r.to_dict() for r in Store(results).records()}
 
 
-def test_every_good_model_is_whole_and_each_trouble_is_recorded_with_its_reason(ran):
-    _, results, summary = ran
+def test_every_good_model_is_whole_and_each_trouble_is_recorded_with_its_reason(local_run):
+    results, summary = local_run
     records = _records(results)
-    assert summary.exit_code == 1 and summary.ran == len(records) == 19
+    assert summary["exit_code"] == 1 and summary["ran"] == summary["records"] == len(records) == 20
     assert {s for (m, s), r in records.items() if m == "cnn" and r["status"] == "pass"} == {
         "export", "validate", "live", "quantize", "compare"}
     assert records[("opset13", "export")]["data"]["how"] == "fix" and records[("opset13", "compare")]["status"] == "pass"
     assert "opset" in records[("squeezenet", "export")]["data"]["remedies"]
+    assert records[("gate", "export")]["status"] == "pass"
     cond = records[("cond", "export")]
     assert cond["status"] == "failed" and cond["data"]["rules"] == ["PORT004"] and cond["reason"].startswith("refused: PORT004")
     assert records[("hang", "export")]["status"] == "timeout" and "4 s" in records[("hang", "export")]["reason"]
@@ -47,13 +36,13 @@ def test_every_good_model_is_whole_and_each_trouble_is_recorded_with_its_reason(
     assert quantized["min_sqnr_db"] > 20 and quantized["top1_agreement"] >= 0.9
 
 
-def test_the_report_says_why_per_target_and_per_model(ran):
-    _, results, _ = ran
+def test_the_report_says_why_per_target_and_per_model(local_run):
+    results, _ = local_run
     report = fleet_report(results)
     text = render(report, "md")
-    assert "| ort-cpu | 6 | 3 (50 %) | 0 (0 %) | 0 (0 %) | 3 (50 %) | 1 (100 %) | 0 (0 %) | 0 (0 %) | 1/6 |" in text
+    assert "| ort-cpu | 7 | 3 (43 %) | 0 (0 %) | 0 (0 %) | 4 (57 %) | 1 (100 %) | 0 (0 %) | 0 (0 %) | 1/7 |" in text
     assert "- cond export: **failed**: refused: PORT004" in text
-    assert "- hang export: **timeout**: timed out after 4 s" in text
+    assert "- hang export: **timeout**: timed out after 4 s (the step's limit); killed" in text
     assert "- killer export: **killed**: the step's process was killed by SIGKILL" in text
     rows = {m["name"]: m for m in json.loads(render(report, "json"))["models"]}
     assert rows["cnn"]["passed"] and rows["cnn"]["export"] == "exported" and rows["cnn"]["contract"] == "portable"
@@ -62,16 +51,16 @@ def test_the_report_says_why_per_target_and_per_model(ran):
     assert report.exit_code == 1
 
 
-def test_a_rerun_does_nothing_and_a_changed_setting_reruns_only_what_depends_on_it(ran):
-    path, results, first = ran
+def test_a_rerun_does_nothing_and_a_changed_setting_reruns_only_what_depends_on_it(local_run, fleet_file, tmp_path):
+    results = Path(shutil.copytree(local_run[0], tmp_path / "results"))  # the session's run stays as it was
     heard: list[tuple[str, str, bool]] = []
-    again = run_fleet_file(path, results, on_record=lambda record, kept: heard.append((record.model, record.step, kept)))
+    again = run_fleet_file(fleet_file, results, on_record=lambda record, kept: heard.append((record.model, record.step, kept)))
     # a killed step is the machine's fault, not the model's: the next run tries it again; nothing else runs
     assert [(m, s) for m, s, kept in heard if not kept] == [("killer", "export")]
-    assert again.kept == len(first.records) - 1 and again.exit_code == first.exit_code
+    assert again.kept == local_run[1]["records"] - 1 and again.exit_code == local_run[1]["exit_code"]
     heard.clear()
-    changed = path.parent / "changed.toml"  # beside the first: the same model paths
-    changed.write_text(path.read_text().replace('targets = ["ort-cpu", "qnn"]', 'targets = ["ort-cpu", "tract"]'))
+    changed = fleet_file.parent / "changed.toml"  # beside the first: the same model paths
+    changed.write_text(fleet_file.read_text().replace('targets = ["ort-cpu", "qnn"]', 'targets = ["ort-cpu", "tract"]'))
     check = check_fleet(changed)
     assert check.models[0].settings.targets == ("ort-cpu", "tract")
     run_fleet_file(changed, results, jobs=2,
