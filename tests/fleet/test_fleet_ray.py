@@ -89,8 +89,10 @@ def ray_run(once, fleet_file) -> tuple[Path, dict[str, Any]]:
 
     def make(folder: Path) -> dict[str, Any]:
         gate, port = folder / "gate", _free_port()
-        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-                            "PORTABLE_FLEET_GATE": str(gate)}  # the workers' environment is the nodes'
+        # the workers' environment is the nodes'; a test cluster without token auth whatever ~/.ray holds (a token
+        # there makes `ray start --head` ask for it and `ray start --address` not send it, Ray 2.60)
+        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_AUTH_MODE": "disabled",
+                            "PORTABLE_FLEET_GATE": str(gate)}
         killed: dict[str, Any] = {}
         stop = threading.Event()
         killer = threading.Thread(target=_kill_the_gated_worker, args=(gate, killed, stop), daemon=True)

@@ -22,9 +22,17 @@ def test_the_zoo_fleet_is_the_registry():
     assert {m.settings.targets for m in fleet.models} == {TARGETS} and not STEPS["zoo"].needs_file
 
 
-def test_a_zoo_spec_builds_the_entry_with_live_weights():
+def test_a_zoo_spec_builds_the_entry_with_live_weights_and_its_input_names():
     pytest.importorskip("torchvision", reason="torchvision is not installed (make zoo-venv)")
+    import inspect
+
+    import torch
+
     import bench.zoo.specs as specs
 
     module, args = specs.tv_squeezenet1_1()
     assert all(p.any() for p in module.parameters()) and tuple(args[0].shape) == (2, 3, 224, 224)
+    # portable export names the file's inputs after forward's parameters: the zoo's own names, as it always gave
+    assert list(inspect.signature(module.forward).parameters) == ["pixel_values"]
+    with torch.no_grad():
+        assert torch.equal(module(*args), specs.built("tv_squeezenet1_1").module(*args))  # the same model, wrapped
