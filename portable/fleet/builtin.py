@@ -42,10 +42,16 @@ def _reason(cmd: Command, rules: Sequence[str] = ()) -> str:
         return ""
     report = cmd.report or {}
     error = report.get("error")
-    message = report.get("message") or (error.get("message") if isinstance(error, Mapping) else error)
+    message = report.get("message") or (error.get("message") if isinstance(error, Mapping) else error) or _file_error(report)
     text = str(message or cmd.said or f"exit {cmd.exit_code}").removeprefix("portable: error: ")
     head = f"refused: {', '.join(rules)}" if rules else f"exit {cmd.exit_code}"
     return f"{head}: {text}"[:600]
+
+
+def _file_error(report: Mapping[str, Any]) -> str:
+    """validate's error on the file it could not read (in its report of that file): the path and why."""
+    model = _first_model(report)
+    return f"{model.get('path')}: {model['error']}" if model.get("error") else ""
 
 
 def export(ctx: StepContext) -> StepOutcome:

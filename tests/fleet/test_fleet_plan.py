@@ -43,6 +43,15 @@ def test_a_good_file_passes_the_same_checks(cli, tmp_path):
     assert fleet.models[0].model == "m.onnx"  # not beside the fleet file: as written (its record will say it is missing)
 
 
+def test_a_missing_onnx_model_is_its_records_error_naming_the_file(tmp_path):
+    from portable.fleet.builtin import export
+    from portable.fleet.records import StepContext
+
+    missing = str(tmp_path / "m.onnx")
+    outcome = export(StepContext("a", missing, (), None, (), {"batch": "dynamic"}, None, str(tmp_path)))
+    assert outcome.status == "error" and outcome.reason == f"exit 3: {missing}: no such file"
+
+
 def test_an_unreachable_address_is_exit_2_before_any_work(cli, tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed")
     with socket.socket() as sock:

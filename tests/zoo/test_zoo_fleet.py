@@ -36,3 +36,22 @@ def test_a_zoo_spec_builds_the_entry_with_live_weights_and_its_input_names():
     assert list(inspect.signature(module.forward).parameters) == ["pixel_values"]
     with torch.no_grad():
         assert torch.equal(module(*args), specs.built("tv_squeezenet1_1").module(*args))  # the same model, wrapped
+
+
+@pytest.mark.parametrize(("export", "zoo", "said"), [
+    (("failed", "refused: PORT004: ...", {"findings": [{"rule": "PORT004"}], "parity_ok": None}), "pass", "refused: PORT004"),
+    (("error", "exit 3: internal error: ...", {}), "pass", "internal error"),
+    (("timeout", "timed out after 900 s (the step's limit); killed", {}), "pass",
+     "crashed: timed out after 900 s (the step's limit); killed"),
+    (("pass", "", {"timings": {}}), "killed", "crashed: killed: the step's process was killed by SIGKILL"),
+])
+def test_the_zoo_page_says_what_the_fleets_records_say(export, zoo, said):
+    from bench.zoo.report import outcome, record_of
+    from portable.fleet.records import StepRecord
+
+    (entry,) = entries("tv_resnet18")
+    status, reason, data = export
+    steps = {"export": StepRecord(entry.name, "export", status, reason, "k", 1.0, data),
+             "zoo": StepRecord(entry.name, "zoo", zoo, "" if zoo == "pass" else "the step's process was killed by SIGKILL", "k", 1.0,
+                               {"record": {}} if zoo == "pass" else {"log": "tail"})}
+    assert outcome(record_of(entry, steps)) == said
