@@ -7,28 +7,14 @@ in the store, and writes every record itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from portable.errors import UsageError
-from portable.fleet.records import StepOutcome
-from portable.fleet.work import Task
+from portable.fleet.work import Finished, Task
 
 __all__ = ["ENGINES", "Engine", "Finished", "make_engine"]
 
 ENGINES = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A task that ended: its outcome, the seconds it ran (its last attempt), how many attempts it took.
-    ``artefact``: the file's bytes where the engine brought them back from another machine (Ray)."""
-
-    task: Task
-    outcome: StepOutcome
-    seconds: float
-    attempts: int = 1
-    artefact: bytes | None = None
 
 
 class Engine(Protocol):

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from portable.fleet.engine import Finished
 from portable.fleet.records import StepOutcome
-from portable.fleet.work import Task, execute, resident_gb
+from portable.fleet.work import Finished, Task, execute, resident_gb
 
 __all__ = ["LocalEngine", "run_alone"]
 

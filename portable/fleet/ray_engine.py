@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from portable.errors import UsageError
-from portable.fleet.engine import Finished
 from portable.fleet.records import StepOutcome
-from portable.fleet.work import Task
+from portable.fleet.work import Finished, Task
 
 __all__ = ["RAY_HINT", "Monitor", "RayEngine", "ray_step"]
 

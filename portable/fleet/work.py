@@ -18,7 +18,7 @@ from pathlib import Path
 from portable.errors import one_line
 from portable.fleet.records import StepContext, StepOutcome
 
-__all__ = ["Task", "execute", "log_tail", "resident_gb"]
+__all__ = ["Finished", "Task", "execute", "log_tail", "resident_gb"]
 
 TAIL_LINES = 12
 
@@ -43,6 +43,18 @@ class Task:
     @property
     def id(self) -> str:
         return f"{self.model}/{self.step}"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A task that ended: its outcome, the seconds it ran (its last attempt), how many attempts it took.
+    ``artefact``: the file's bytes where the engine brought them back from another machine (Ray)."""
+
+    task: Task
+    outcome: StepOutcome
+    seconds: float
+    attempts: int = 1
+    artefact: bytes | None = None
 
 
 def log_tail(path: str | Path, lines: int = TAIL_LINES) -> str:
