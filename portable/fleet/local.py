@@ -31,6 +31,7 @@ __all__ = ["LocalEngine", "run_alone"]
 
 PRELOAD = ("portable.fleet.work", "portable.fleet.builtin", "portable.cli", "torch", "onnx", "onnxruntime")
 POLL_S = 0.25
+EXIT_S = 5.0  # how long a step that has sent its outcome may take to exit before it is killed
 
 
 def _quiet_resource_tracker() -> None:
@@ -141,6 +142,8 @@ class LocalEngine:
         outcome = _received(run.conn)
         if outcome is None:
             outcome = self._ended(run, seconds)
+        else:  # it sent its outcome last: let it end on its own, its exit handlers run (a library's semaphores go)
+            run.process.join(EXIT_S)
         _kill(run.process)
         run.conn.close()
         return Finished(run.task, outcome, round(seconds, 3), 1)

@@ -68,3 +68,44 @@ def test_a_rerun_does_nothing_and_a_changed_setting_reruns_only_what_depends_on_
     ran_now = {(model, step) for model, step, kept in heard if not kept}  # (a skipped step is written again, not run)
     assert ran_now == {("cnn", "validate"), ("cnn", "live"), ("opset13", "validate"), ("squeezenet", "validate"),
                        ("killer", "export")}
+
+
+HOLDER = '''
+import multiprocessing
+import time
+from multiprocessing import util
+from pathlib import Path
+
+from portable.fleet import Step, StepOutcome, register
+
+HELD = []
+
+
+def hold(ctx):
+    """Hold a semaphore till exit as tqdm's lock does (a named one: the step's process is not forked plainly),
+    with a slow exit handler before its clean-up."""
+    lock = multiprocessing.get_context("forkserver").RLock()
+    HELD.append(lock)
+    util.Finalize(None, time.sleep, (1.0,), exitpriority=10)
+    Path(ctx.args[0]).write_text(lock._semlock.name)
+    return StepOutcome("pass")
+
+
+register(Step("hold", hold, "holds a semaphore till its process exits", needs_file=False, depends=()))
+'''
+
+
+def test_a_step_that_sent_its_outcome_ends_on_its_own_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    """Its exit handlers run (not killed once its outcome is in): a library's semaphore is unlinked, not leaked
+    in /dev/shm (the resource tracker's "leaked semaphore objects" at exit)."""
+    from portable.fleet.local import run_alone
+    from portable.fleet.records import StepContext
+    from portable.fleet.work import Task
+
+    (tmp_path / "fleet_holder_step.py").write_text(HOLDER)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the step's process takes this process's sys.path
+    named = tmp_path / "semaphore.txt"
+    context = StepContext("m", "m.py:build", (), None, (), {}, None, str(tmp_path), (str(named),))
+    done = run_alone(Task("m", "hold", "k", context, ("fleet_holder_step",), timeout_s=60))
+    assert done.outcome.status == "pass" and named.read_text().startswith("/mp-")
+    assert not Path("/dev/shm", "sem." + named.read_text().lstrip("/")).exists()
