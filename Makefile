@@ -80,8 +80,13 @@ $(ZOO_STAMP): $(STAMP)
 	$(PY) -m pip show torch torchvision | grep -E "^(Name|Version)"
 	touch $(ZOO_STAMP)
 
+# The zoo is a fleet (bench/zoo/zoo.toml; its own measuring is the `zoo` step, bench/zoo/step.py): results in
+# out/zoo/fleet (a rerun does only what changed), then docs/zoo.md and docs/zoo.json from them. JOBS=2 runs two at once.
+ZOO_RESULTS ?= out/zoo/fleet
+JOBS ?= 1
 zoo: $(ZOO_STAMP)
-	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY)) $(if $(LIVE_ONLY),--live-only) $(if $(TARGETS_ONLY),--targets-only)
+	-PYTHONPATH=. $(PY) -m portable fleet run bench/zoo/zoo.toml -o $(ZOO_RESULTS) --jobs $(JOBS) $(if $(ONLY),--only $(ONLY))
+	PYTHONPATH=. $(PY) -m bench.zoo.report $(ZOO_RESULTS)
 
 # Runtimes beside ONNX Runtime (OpenVINO, tract) for `portable validate --target ... --live`; torch stays the CPU build.
 targets-venv: $(TARGETS_STAMP)

@@ -352,11 +352,11 @@ def report() -> None:
 
 
 @report.command("merge")
-@click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("reports", nargs=-1, required=True, type=click.Path())  # a fleet's results folder too
 @output_option
 def merge(reports: tuple[str, ...], output: str | None) -> None:
     """Merge JSON reports made on different machines into one table (Markdown; JSON when
-    the output file ends in .json)."""
+    the output file ends in .json): matrix, compare and fleet reports, and fleet results folders."""
     from portable.runners.merge import merge_reports, render_merged_markdown
 
     merged = merge_reports([Path(p) for p in reports])
