@@ -40,15 +40,20 @@ def spec_of(name: str) -> str:
 def runner_spec(name: str) -> str:
     """A SPEC for ``compare --reference``: the callable ``name`` of tests/runners/runner_models.py."""
     return f"{ROOT / 'tests' / 'runners' / 'runner_models.py'}:{name}"
-def tiny_llm():
-    """``fixtures/models/tiny_llm.py`` as a module (its ``build(family, seed=...)``), loaded on first use (torch)."""
-    name = "portable_tiny_llm_fixtures"
+def fixture_module(model: str):
+    """``fixtures/models/MODEL.py`` as a module, loaded on first use."""
+    name = f"portable_{model}_fixtures"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / "tiny_llm.py")
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / f"{model}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def tiny_llm():
+    """``fixtures/models/tiny_llm.py`` as a module (its ``build(family, seed=...)``), loaded on first use (torch)."""
+    return fixture_module("tiny_llm")
 
 
 ML_PROGRAM = "coreml_supported_mlprogram_ops.md"

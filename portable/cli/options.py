@@ -199,14 +199,12 @@ def timing_config(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iter
         raise UsageError(f"latency options: {exc}") from None
 
 
-def load_reference(spec: str, weights: str | None) -> LoadedSpec:
-    """``--reference SPEC``'s module (with ``--weights``' state dict) and example inputs."""
-    from portable.spec import load_spec, load_weights
+def load_reference(spec: str, weights: str | None, *, model: str | None = None, task: str | None = None) -> LoadedSpec:
+    """``--reference SPEC``'s module (with ``--weights``' state dict) and example inputs; or a model folder's, for
+    ``task`` (default: the task the file ``model`` was exported for, else the folder's own)."""
+    from portable.spec import load_reference as load
 
-    loaded = load_spec(spec)
-    if weights:
-        load_weights(loaded.module, weights)
-    return loaded
+    return load(spec, weights, task=task, model=model)
 
 
 def check_outputs(*files: tuple[str, str | None]) -> None:

@@ -41,14 +41,16 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
               help="The int8 ONNX file to write (its manifest goes beside it as OUTPUT.json).")
 @click.option("--calibration", default=None, type=click.Path(),
-              help="Calibration samples (.npz: one array per input name, samples on a leading axis; or a folder "
-                   "of images with --preprocess); its last quarter is held out for the accuracy unless --eval is "
+              help="Calibration samples (.npz: one array per input name, samples on a leading axis; .txt: one text a "
+                   "line, or .jsonl with a 'text' field, tokenized by the tokenizer the file's export recorded; or a "
+                   "folder of images); its last quarter is held out for the accuracy unless --eval is "
                    "given. Default: seeded random data.")
 @click.option("--eval", "eval_data", default=None, type=click.Path(),
-              help="Held-out samples for the accuracy measurement (.npz, or a folder of images).")
+              help="Held-out samples for the accuracy measurement (.npz, .txt, .jsonl, or a folder of images).")
 @click.option("--preprocess", type=click.Choice(["imagenet", "inception", "none"]), default=None,
               help="How a folder of images becomes the input: imagenet (resize, centre crop, ImageNet mean/std), "
-                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size).")
+                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size). "
+                   "Default: the image processor the file's export recorded (a model folder's), else required.")
 @click.option("--samples", type=click.IntRange(min=1), default=None,
               help="Seeded calibration samples (default 64); not with --calibration.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=256, show_default=True,
@@ -353,19 +355,34 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
 
 
-def _accuracy(result: Any) -> list[str]:
+def _accuracy_rows(accuracy: Any) -> list[str]:
     lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}  judged as"]
-    for a in result.accuracy:
+    for a in accuracy:
         cosine = "–" if a.cosine_mean is None else f"{a.cosine_mean:.4f}"
         lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {_pct(a.top1_agreement):>12} {cosine:>8}"
                      f"  {a.kind}")
-    for a in result.accuracy:
+    return lines
+
+
+def _judged(accuracy: Any) -> list[str]:
+    lines = []
+    for a in accuracy:
         where = f" (over the real positions of {a.positions})" if a.positions else ""
         lines.append(f"  {a.name}: {a.kind}, judged by {_JUDGED_BY.get(a.kind, a.kind)}{where}: {a.why}")
         lines += [f"    {b.name} band ({b.samples} sample(s)"
                   + (", float top-1 probability >= 0.5" if b.name == "confident" else "") + f"): top-1 agree "
                   f"{_pct(b.top1_agreement)}, KL {'–' if b.kl_divergence is None else f'{b.kl_divergence:.4f}'}, "
                   f"SQNR {_db(b.sqnr_db)}" for b in a.bands]
+    return lines
+
+
+def _accuracy(result: Any) -> list[str]:
+    lines = _accuracy_rows(result.accuracy)
+    htp = getattr(result, "htp", None)  # issue 47: --target qnn judged on the HTP, ONNX Runtime CPU beside it
+    if htp is not None:
+        lines = [f"  judged on {htp.arithmetic}, the first {htp.samples} of {htp.held_out} held-out samples:", *lines,
+                 f"  beside it, {htp.to_dict()['beside']}, the same samples:", *_accuracy_rows(htp.ort_cpu)]
+    lines += _judged(result.accuracy)
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"

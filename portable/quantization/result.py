@@ -11,6 +11,7 @@ from portable.errors import ExitCode, FindingsError
 from portable.findings import Finding
 from portable.quantization.accuracy import BudgetCheck, OutputAccuracy
 from portable.quantization.nodes import NodeError
+from portable.quantization.on_htp import HtpAccuracy
 from portable.quantization.search import SearchResult
 from portable.quantization.settings import Budgets, Settings
 from portable.quantization.speed import LatencyComparison
@@ -56,6 +57,7 @@ class QuantizeResult:
     timings: dict[str, float] = field(default_factory=dict)
     passes: dict[str, Any] = field(default_factory=dict)  # what ran on the float model before the quantizer
     search: SearchResult | None = None  # the precision search, when a budget of the user's ran one
+    htp: HtpAccuracy | None = None  # --target qnn with onnxruntime-qnn: ``accuracy`` is the HTP's, ORT CPU's beside it
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -94,7 +96,8 @@ class QuantizeResult:
                 "judged": judged(self.accuracy, self.checks, floor=self.budgets.floor is not None),
                 "worst_nodes": [n.to_dict() for n in self.worst_nodes],
                 "latency": self.latency.to_dict() if self.latency is not None else None, "notes": list(self.notes),
-                "passes": dict(self.passes), "precision_search": _search_dict(self.search)}
+                "passes": dict(self.passes), "precision_search": _search_dict(self.search),
+                "htp": self.htp.to_dict() if self.htp is not None else None}
 
 
 def judged(accuracy: tuple[OutputAccuracy, ...], checks: tuple[BudgetCheck, ...], *,

@@ -191,9 +191,9 @@ def _feed_batch(plan: Plan, specs: list[Any]) -> tuple[int, bool]:
 def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samples, Samples]:
     batch, static = _feed_batch(plan, specs)
     if plan.calibration is not None:
-        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess)
+        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess, model=plan.source)
         if plan.eval_data is not None:
-            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
         return held_out_split(given)
     ranges = {**index_ranges(proto), **plan.int_ranges}
     count = -(-plan.samples // batch) * batch if static else plan.samples
@@ -201,7 +201,7 @@ def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samp
     calibration = seeded_samples(specs, count, seed=plan.seed, salt=CALIBRATION_SEED_SALT, batch=batch,
                                  static=static, int_ranges=ranges)
     if plan.eval_data is not None:
-        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
     return calibration, seeded_samples(specs, held, seed=plan.seed, salt=HELD_OUT_SEED_SALT, batch=batch,
                                        static=static, int_ranges=ranges)
 
@@ -246,6 +246,13 @@ def _measure(plan: Plan, result: QuantizeResult, floats: tuple[Path, Path], int8
         result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy),
                          notes=result.notes + _host_kernels_note(accuracy, _accuracy(outputs, int8, held_out,
                                                                                       as_written=False)))
+    if plan.settings.target.name == "qnn":  # issue 47: judged on Qualcomm's HTP where onnxruntime-qnn is installed
+        from portable.quantization.on_htp import on_htp
+
+        with phases.phase("htp"):
+            htp = on_htp(float_model, int8, held_out, outputs.kinds)
+        result = replace(result, notes=result.notes + (htp,)) if isinstance(htp, str) else replace(
+            result, htp=htp, accuracy=htp.htp, checks=check_budgets(plan.budgets, htp.htp), notes=result.notes + (htp.note(),))
     if plan.per_node:
         from portable.quantization.nodes import worst_nodes
 
