@@ -222,17 +222,46 @@ def read_quantized(manifest: Mapping[str, Any], where: str) -> Figures | None:
     quantization = manifest.get("quantization") or {}
     budgets = quantization.get("budgets") or {}
     floor = " (quantize's default floor)" if budgets.get("default_floor") else ""
+    judged = _judged(quantization.get("judged"))
     cosine, sqnr = budgets.get("min_cosine"), budgets.get("min_sqnr_db")
+    cosine_key = "min_cosine" if cosine is not None else "quantization.judged"
+    sqnr_key = "min_sqnr_db" if sqnr is not None else "quantization.judged"
+    cosine, sqnr = _or_least(cosine, judged, "cosine_mean"), _or_least(sqnr, judged, "sqnr_db")
     recorded = tuple((str(row["output"]), str(row["judged_by"])) for row in quantization.get("accuracy") or ()
                      if isinstance(row, Mapping) and row.get("output") and row.get("judged_by"))
+    recorded += tuple((name, _figure_of(entry)) for name, entry in judged.items())
     return Figures(
         float(cosine) if cosine is not None else DEFAULT_MIN_COSINE,
         float(sqnr) if sqnr is not None else _default_sqnr(),
-        f"the {manifest['precision']} file's min_cosine{floor} ({where})" if cosine is not None else
+        f"the {manifest['precision']} file's {cosine_key}{floor} ({where})" if cosine is not None else
         f"{DEFAULT_MIN_COSINE:g}, the default for an int8 embedding (its manifest, {where}, records no min_cosine)",
-        f"the {manifest['precision']} file's min_sqnr_db{floor} ({where})" if sqnr is not None else
+        f"the {manifest['precision']} file's {sqnr_key}{floor} ({where})" if sqnr is not None else
         f"quantize's default floor (its manifest, {where}, records no min_sqnr_db)",
         recorded)
+
+
+# quantize's ``quantization.judged`` (issue 45 item 4, portable/quantization/result.py::judged): per output, its
+# kind and each figure it was held to ({"figure": "sqnr_db" | "cosine_mean" | "top1_confident_pct" | ..., "min"}).
+# Where the budgets record no limit (the default floor judges by kind), the least limit of a figure is compare's.
+def _judged(value: Any) -> dict[str, Mapping[str, Any]]:
+    return {str(k): v for k, v in value.items() if isinstance(v, Mapping)} if isinstance(value, Mapping) else {}
+
+
+def _limits(entry: Mapping[str, Any], figure: str) -> list[float]:
+    return [float(f["min"]) for f in entry.get("figures") or () if isinstance(f, Mapping) and f.get("figure") == figure
+            and f.get("min") is not None]
+
+
+def _or_least(limit: Any, judged: Mapping[str, Mapping[str, Any]], figure: str) -> Any:
+    found = [m for entry in judged.values() for m in _limits(entry, figure)]
+    return limit if limit is not None or not found else min(found)
+
+
+def _figure_of(entry: Mapping[str, Any]) -> str:
+    """``cosine``, ``top1`` (logits by the confident band: compare's seeded inputs cannot measure it) or ``sqnr``."""
+    figures = {f.get("figure") for f in entry.get("figures") or () if isinstance(f, Mapping)}
+    return "cosine" if "cosine_mean" in figures else "top1" if any(
+        str(f).startswith("top1") for f in figures) else "sqnr"
 
 
 def _default_sqnr() -> float:

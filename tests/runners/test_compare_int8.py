@@ -52,10 +52,11 @@ def test_an_int8_file_is_judged_by_cosine_and_sqnr_at_the_budgets_its_manifest_r
     assert report.passed, report.failures  # was: every output beyond fp32's atol 1e-4
     embedding, logits = report.parity[0].outputs
     assert embedding.judge is not None and embedding.judge.figure == "cosine" and embedding.judge.limit == 0.99
-    assert "is embedding-like (its rows have unit norm)" in embedding.judge.why
-    assert "records no min_cosine" in embedding.judge.why  # quantize's default floor has none: the default, said so
+    # quantize's default floor judges by kind: the manifest's quantization.judged says which figure and limit
+    assert f"the file's manifest judges {embedding.output!r} by cosine" in embedding.judge.why
+    assert "the int8-qdq file's quantization.judged (quantize's default floor)" in embedding.judge.why
     assert logits.judge is not None and (logits.judge.figure, logits.judge.limit) == ("sqnr", 20.0)
-    assert "the int8-qdq file's min_sqnr_db (quantize's default floor)" in logits.judge.why
+    assert "the int8-qdq file's quantization.judged (quantize's default floor)" in logits.judge.why
     assert all(o.stats.max_abs > 1e-4 for p in report.parity for o in p.outputs)  # fp32's atol would fail each
     assert embedding.judgement().startswith(f"output {embedding.output!r}: cosine >= 0.99: ")
     assert embedding.tolerance.describe() == "cosine >= 0.99" and logits.tolerance.describe() == "SQNR >= 20 dB"
