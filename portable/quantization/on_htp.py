@@ -12,8 +12,8 @@ slow to run every trial); the file it keeps is then judged on the HTP.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
