@@ -364,7 +364,7 @@ def _accuracy_rows(accuracy: Any) -> list[str]:
     return lines
 
 
-def _judged(accuracy: Any) -> list[str]:
+def _judged_lines(accuracy: Any) -> list[str]:
     lines = []
     for a in accuracy:
         where = f" (over the real positions of {a.positions})" if a.positions else ""
@@ -382,7 +382,7 @@ def _accuracy(result: Any) -> list[str]:
     if htp is not None:
         lines = [f"  judged on {htp.arithmetic}, the first {htp.samples} of {htp.held_out} held-out samples:", *lines,
                  f"  beside it, {htp.to_dict()['beside']}, the same samples:", *_accuracy_rows(htp.ort_cpu)]
-    lines += _judged(result.accuracy)
+    lines += _judged_lines(result.accuracy)
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"

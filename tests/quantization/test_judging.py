@@ -127,3 +127,13 @@ def test_logits_with_few_confident_samples_are_judged_by_sqnr_and_the_goal_asks_
     _, floor = _judged(good, good + 0.2 * RNG.standard_normal(good.shape).astype(np.float32))
     _, goal = _judged(good, good + 0.2 * RNG.standard_normal(good.shape).astype(np.float32), DEFAULT_GOAL)
     assert all(c.passed for c in floor) and not all(c.passed for c in goal)  # 10 dB floor, 20 dB goal
+
+
+def test_judge_on_the_command_line_judges_the_output_as_told(cli, cnn, tmp_path):
+    """``--judge linear=tensor``: the CNN's logits judged as a tensor, by SQNR alone, and the report says so."""
+    args = ("quantize", str(cnn), "-o", str(tmp_path / "q.onnx"), "--samples", "16", "--eval-samples", "16",
+            "--search-limit", "0", "--no-latency", "--no-per-node", "--format", "json", "--force")
+    told = json.loads(cli(*args, "--judge", "linear=tensor").stdout)
+    assert told["accuracy"][0]["kind"] == "tensor" and told["accuracy"][0]["why"] == "--judge linear=tensor"
+    assert [c["budget"] for c in told["budget_checks"]] == ["min-sqnr"]
+    assert json.loads(cli(*args).stdout)["accuracy"][0]["kind"] == "logits"
