@@ -208,7 +208,8 @@ def main() -> None:
             results += [_row(name, row, model, cal, arrays, Path(tmp)) for row in args.rows.split(",") if row]
             model.unlink()
     emit({"benchmark": "quantize_speed", "versions": versions(), "machine": machine(),
-          "shared_machine": "five other engineers' jobs ran beside it: read CPU seconds and phase shares",
+          "shared_machine": ("run under nice -n 10 on a machine shared with other engineers (one running quantize "
+                             "benches): read CPU seconds and phase shares"),
           "data": data, "models": about, "rows": results})
 
 
