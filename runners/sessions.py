@@ -157,6 +157,11 @@ def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec
     ``spec.log_severity``, kept from the user either way), for a caller that reads its placements."""
     import onnxruntime as ort
 
+    if spec.provider == QNN and said is None:
+        # QNN's HTP backend takes its log level from the process's first QNN session and keeps it: a first session
+        # at ERROR would leave a later live check (validators/targets/htp.py) without the HTP's own reasons. Every
+        # QNN session logs at VERBOSE, into a list dropped here (measured: the refusal words of Asin were lost).
+        spec, said = spec.with_(log_severity=0), []
     # provider-library messages too; below ERROR only for a caller that reads them
     caller_reads = said is not None
     ort.set_default_logger_severity(spec.log_severity if caller_reads else max(spec.log_severity, ERROR))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from portable.cli.options import quiet_option
+from portable.cli.options import format_option, quiet_option
 from portable.io import check_writable
 
 __all__ = ["fleet", "report", "run"]
@@ -27,8 +27,7 @@ def fleet() -> None:
               help="ray: the cluster to use ('auto': the one running here). Default: a local cluster for this run.")
 @click.option("--only", default=None, metavar="NAMES", help="Only these models (comma-separated names).")
 @click.option("--force", is_flag=True, help="Run every step again, done or not.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Progress as a status line on a terminal, or as JSON lines on stdout.")
+@format_option("Progress as a status line on a terminal, or as JSON lines on stdout.")
 @quiet_option
 def run(fleet_file: str, output: str, engine: str, jobs: int, address: str | None, only: str | None, force: bool, fmt: str,
         quiet: bool) -> None:
@@ -72,8 +71,7 @@ def _summary_json(summary: object, output: str) -> str:
 
 @fleet.command()
 @click.argument("results", metavar="RESULTS", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True,
-              help="Markdown, JSON (schema portable.fleet.report), or one self-contained HTML page.")
+@format_option("Markdown, JSON (schema portable.fleet.report), or one self-contained HTML page.", ("md", "json", "html"))
 @click.option("--output", "-o", "output", default=None, type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def report(results: str, fmt: str, output: str | None) -> None:
     """The results folder as one report: per target, the share of models that load whole, partly or not at

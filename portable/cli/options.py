@@ -72,9 +72,11 @@ tolerance_options = _compose(
 )
 
 
-def format_option(help_text: str = "Print the report as text, or as JSON.") -> Callable[[F], F]:
-    """``--format text|json`` (into ``fmt``), worded for the command's report."""
-    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+def format_option(help_text: str = "Print the report as text, or as JSON.",
+                  choices: tuple[str, ...] = ("text", "json")) -> Callable[[F], F]:
+    """``--format text|json`` (into ``fmt``; the first choice is the default), worded for the command's report
+    (``fleet report`` is a page: md, json or html)."""
+    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=choices[0], show_default=True,
                         help=help_text)
 
 

@@ -192,3 +192,28 @@ def test_the_htp_answers_parser_refuses_what_every_probe_refused_and_notes_the_r
     assert set(notes) == {"Gemm", "Mod"} and notes["Gemm"][0][1].startswith("the HTP (onnxruntime-qnn 9 (QAIRT 9)) "
                                                                               "refused 1 of its 4 float32 probes")
     assert taken == {"Asin", "Gemm", "Swish"}  # Q and DQ alone are not judged
+
+
+FIRST_SESSION_THEN_LIVE = """
+import sys
+from pathlib import Path
+from portable.policy import Policy
+from portable.runners.sessions import qnn_htp, session_from_onnx
+from portable.validators import validate
+session_from_onnx(Path(sys.argv[1]), qnn_htp())  # as the runner makes one: its log kept from the user
+print(validate(Path(sys.argv[1]), Policy(targets=("qnn",), targets_live=True)).targets[0].live_refusals[0][2])
+"""
+
+
+@HTP
+def test_a_qnn_session_made_before_does_not_take_the_htps_words_from_the_live_check(tmp_path):
+    """The HTP backend keeps the log level of the process's first QNN session (a fresh process, so that it is the
+    first): the live check still reads the HTP's reason (found by the suite, where a runner test ran first)."""
+    import subprocess
+    import sys
+
+    path = save(htp.conv_tanh_asin(), tmp_path / "asin.onnx")
+    done = subprocess.run([sys.executable, "-c", FIRST_SESSION_THEN_LIVE, str(path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Unsupported input/output datatypes requested for the HTP Op 'ElementWiseAsin'" in done.stdout
