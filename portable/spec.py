@@ -49,6 +49,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def _import_target(target: str, spec: str) -> tuple[ModuleType, Path]:
+    from portable.torchvision_ops import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # a SPEC of torchvision's (or timm's, or transformers') models imports it
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
         if not path.is_file():

@@ -13,7 +13,7 @@ import pytest
 from support import rule_fixtures, save
 
 if importlib.util.find_spec("torchvision") is not None:
-    from bench.zoo.tvops import register_torchvision_ops  # the root is on pytest's pythonpath
+    from portable.torchvision_ops import register_torchvision_ops
 
     register_torchvision_ops()
 

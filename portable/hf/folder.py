@@ -21,6 +21,9 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 def require_transformers() -> Any:
     """transformers, or the one line that says which extra brings it (exit 2)."""
+    from portable.torchvision_ops import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # transformers imports torchvision where it is installed
     try:
         import transformers
     except ImportError:
