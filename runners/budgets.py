@@ -168,6 +168,7 @@ class Figures(NamedTuple):
     sqnr_from: str = ""
     recorded: tuple[tuple[str, str], ...] = ()  # (output, figure) as the file's manifest judges it
     given: bool = False  # the user's --min-cosine/--min-sqnr, which come before --atol/--rtol
+    held_out: str = ""  # the data quantize judged the file on (its manifest's quantization.held_out.source)
 
     def judge(self, name: str, expected: np.ndarray) -> Judge | None:
         """The figure for this output (:meth:`_kind`), at its limit; the other figure where this one has none;
@@ -237,7 +238,13 @@ def read_quantized(manifest: Mapping[str, Any], where: str) -> Figures | None:
         f"{DEFAULT_MIN_COSINE:g}, the default for an int8 embedding (its manifest, {where}, records no min_cosine)",
         f"the {manifest['precision']} file's {sqnr_key}{floor} ({where})" if sqnr is not None else
         f"quantize's default floor (its manifest, {where}, records no min_sqnr_db)",
-        recorded)
+        recorded, held_out=_held_out(quantization))
+
+
+def _held_out(quantization: Mapping[str, Any]) -> str:
+    """The user's data quantize judged the file on (``held_out.source``), or "" for seeded samples."""
+    held = quantization.get("held_out")
+    return str(held.get("source") or "") if isinstance(held, Mapping) and not held.get("seeded", True) else ""
 
 
 # quantize's ``quantization.judged`` (issue 45 item 4, portable/quantization/result.py::judged): per output, its
