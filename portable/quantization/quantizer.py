@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -24,10 +24,14 @@ from portable.errors import InternalError, UsageError, one_line
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
 
-__all__ = ["Prepared", "Quantized", "exclusions", "prepare", "quantize_file"]
+if TYPE_CHECKING:
+    from portable.quantization.preparation import Prepared
+
+__all__ = ["Quantized", "exclusions", "op_types_to_quantize", "quantize_file", "quantize_prepared"]
 
 _TYPES = {"uint8": "QUInt8", "int8": "QInt8"}
-_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+# "mse" and "auto" ranges reach quantize_static as a calibration cache (ranges.py); its MinMax reads it
+_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile", "mse": "MinMax", "auto": "MinMax"}
 
 
 def exclusions(proto: onnx.ModelProto, exclude: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -56,13 +60,16 @@ def exclusions(proto: onnx.ModelProto, exclude: Sequence[str]) -> tuple[list[str
     return chosen
 
 
-def _op_types(excluded_ops: Sequence[str]) -> list[str] | None:
-    """Every op type ONNX Runtime's QDQ quantizer handles, less the excluded ones (None: all)."""
-    if not excluded_ops:
-        return None
+def _registry_ops() -> set[str]:
+    """Every op type ONNX Runtime's QDQ quantizer handles (``quantize_static``'s default list)."""
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
-    return sorted((set(QDQRegistry) | set(QLinearOpsRegistry)) - set(excluded_ops))
+    return set(QDQRegistry) | set(QLinearOpsRegistry)
+
+
+def _op_types(excluded_ops: Sequence[str]) -> list[str] | None:
+    """Every op type ONNX Runtime's QDQ quantizer handles, less the excluded ones (None: all)."""
+    return sorted(_registry_ops() - set(excluded_ops)) if excluded_ops else None
 
 
 def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | None = None) -> dict[str, Any]:
@@ -112,82 +119,50 @@ class Quantized:
     passes: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """The float model the quantizer reads (``source`` or a rewritten copy; ``model`` is it in memory) and what
-    it keeps float."""
-
-    path: Path
-    model: onnx.ModelProto
-    passes: dict[str, Any]
-    float_nodes: tuple[str, ...] = ()
-    float_output_ops: tuple[str, ...] = ()
+def op_types_to_quantize(settings: Settings, proto: onnx.ModelProto, extra_ops: Sequence[str] = ()) -> list[str]:
+    """The op types ``quantize_static`` is given (and calibrates the tensors of) for ``proto`` under ``settings``."""
+    listed = _arguments(settings, proto)["op_types_to_quantize"]
+    return sorted(set(_registry_ops() if listed is None else listed) | set(extra_ops))
 
 
-def _smoothed(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-              passes: dict[str, Any]) -> tuple[onnx.ModelProto, tuple[str, ...]]:
-    if not settings.smoothing:
-        return proto, ()
-    from portable.quantization.smoothing import smooth
+def quantize_prepared(ready: Prepared, path: Path, settings: Settings, proto: onnx.ModelProto,
+                      calibration: Samples) -> onnx.ModelProto:
+    """ONNX Runtime's ``quantize_static`` on ``path`` (``ready``'s shape-inferred float model or a trial's copy
+    of it); with ``ready.ranges``, its calibration cache (no calibration pass), else ``calibration``."""
+    from onnxruntime.quantization import CalibrationMethod, quantize_static
 
-    smoothed, record = smooth(proto, calibration)
-    passes["smoothing"] = record.to_dict()
-    return smoothed, record.float_nodes
-
-
-def _islands(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-             passes: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not settings.float_islands:
-        return (), ()
-    from portable.quantization.islands import float_islands
-
-    found = float_islands(proto, calibration)
-    passes["float_islands"] = found.to_dict()
-    return found.nodes, found.float_output_ops
-
-
-def _corrected(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-               passes: dict[str, Any]) -> onnx.ModelProto:
-    if not settings.bias_correction:
-        return proto
-    from portable.quantization.correction import correct_biases
-
-    corrected, record = correct_biases(proto, settings, calibration)
-    passes["bias_correction"] = record.to_dict()
-    return corrected
-
-
-def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
-    """The passes before ONNX Runtime's quantizer on ``proto`` (``source`` as loaded, weights inline), in order:
-    smoothing, float islands, bias correction."""
-    passes: dict[str, Any] = {"scope": settings.resolved_scope({n.op_type for n in proto.graph.node})}
-    smoothed, restoring = _smoothed(proto, settings, calibration, passes)
-    island_nodes, output_ops = _islands(smoothed, settings, calibration, passes)
-    corrected = _corrected(smoothed, settings, calibration, passes)
-    path = source if corrected is proto else folder / "prepared-float.onnx"
-    if corrected is not proto:
-        onnx.save(corrected, str(path))
-    return Prepared(path, corrected, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops)
+    arguments = _arguments(settings, proto, ready)
+    if ready.extra_ops:
+        arguments["op_types_to_quantize"] = op_types_to_quantize(settings, proto, ready.extra_ops)
+    reader: Reader | None = Reader(calibration)
+    if ready.ranges is not None:
+        arguments.update(calibration_cache_path=str(ready.ranges), calibrate_method=CalibrationMethod.MinMax)
+        reader = None
+    with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
+        out = Path(tmp) / "quantized.onnx"
+        quantize_static(str(path), str(out), reader, **arguments)
+        return onnx.load(str(out))
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
-    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data)."""
+    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data), after the passes
+    of :mod:`portable.quantization.preparation` (run once per source, settings and calibration samples)."""
     proto = onnx.load(str(source), load_external_data=False)
-    exclusions(proto, settings.exclude)  # bad --exclude values: before any work
+    excluded_ops, excluded_nodes = exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
-    from onnxruntime.quantization import quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from portable.quantization.preparation import prepared
 
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        prepared, out = Path(tmp) / "prepared.onnx", Path(tmp) / "quantized.onnx"
         try:
-            ready = prepare(source, proto, settings, calibration, Path(tmp))
-            quant_pre_process(str(ready.path), str(prepared), skip_optimization=True)
-            quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready))
+            ready = prepared(source, proto, settings, calibration)
+            kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
+            path = ready.for_trial(kept, Path(tmp))
+            quantized = quantize_prepared(ready, path, settings, proto, calibration)
         except (UsageError, InternalError):
             raise
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer raises plain exceptions
             raise InternalError(f"ONNX Runtime's quantizer failed: {one_line(exc, limit=300)}",
                                 path=str(source)) from None
-        return Quantized(onnx.load(str(out)), ready.passes)
+        return Quantized(quantized, dict(ready.passes))
