@@ -38,7 +38,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ SAMPLES = 64  # calibration samples the pools are drawn from
 CHUNK = 8  # layers whose inputs one ONNX Runtime pass gathers
 REG, BETA, WARM = 0.01, (20.0, 2.0), 0.2  # AIMET's lambda, beta range, warm start
 ZETA, GAMMA = 1.1, -0.1  # the rectified sigmoid's stretch (AdaRound, section 3.3)
+CLIP_MARGIN = 256.0  # how much finer than the whole range an input's scale may be (MSE ranges clip)
 SMALL_LAYER = 20_000_000  # weights x batch rows under which one torch thread is faster than two
 
 
@@ -80,10 +81,11 @@ class AdaRound:
     seconds: float
     originals: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)  # name -> float values
     integers: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)  # weight name -> learned
+    left: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)  # weight -> channels left to ORT
 
     def to_dict(self) -> dict[str, Any]:
         return {"layers": self.layers, "skipped_layers": self.skipped, "unverified_layers": self.unverified,
-                "nearest_layers": self.nearest,
+                "nearest_layers": self.nearest, "channels_left_to_onnxruntime": int(sum(m.sum() for m in self.left.values())),
                 "flipped_share": round(self.flipped, 4), "error_vs_nearest": round(self.error_ratio, 4),
                 "iterations_per_layer": self.iterations, "seconds": round(self.seconds, 1)}
 
@@ -176,7 +178,7 @@ def _positions(layer_index: int, batch_index: int, shape: Sequence[int], rows: i
 def _out_rows(layer: _Layer, value: np.ndarray, where: np.ndarray) -> np.ndarray:
     """The output's channel vectors at the drawn positions: ``[rows, channels]``."""
     channels_last = np.moveaxis(value, 1, -1) if layer.node.op_type == "Conv" else value
-    return channels_last.reshape(-1, channels_last.shape[-1])[where].astype(np.float32)
+    return np.asarray(channels_last.reshape(-1, channels_last.shape[-1])[where], np.float32)
 
 
 def _out_shape(layer: _Layer, value: np.ndarray) -> tuple[int, ...]:
@@ -186,31 +188,32 @@ def _out_shape(layer: _Layer, value: np.ndarray) -> tuple[int, ...]:
     return tuple(value.shape[:-1])
 
 
-def _patches(layer: _Layer, x: np.ndarray, where: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
-    """A convolution's input windows at the drawn output positions: ``[rows, channels, kh, kw]``."""
+def _patches(layer: _Layer, x: np.ndarray, where: np.ndarray, out_hw: tuple[int, ...]) -> np.ndarray:
+    """A convolution's input windows at the drawn output positions (``out_hw``: the output's height and width, the
+    kernel's): ``[rows, channels, kh, kw]``."""
     kh, kw = out_hw[2:] if len(out_hw) > 2 else (1, 1)
     top, left, bottom, right = layer.pads
     padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     n, i, j = np.unravel_index(where, (x.shape[0], out_hw[0], out_hw[1]))
     rows = i[:, None] * layer.strides[0] + np.arange(kh)[None, :] * layer.dilations[0]
     cols = j[:, None] * layer.strides[1] + np.arange(kw)[None, :] * layer.dilations[1]
-    return padded[n[:, None, None, None], np.arange(x.shape[1])[None, :, None, None], rows[:, None, :, None],
-                  cols[:, None, None, :]].astype(np.float32)
+    return np.asarray(padded[n[:, None, None, None], np.arange(x.shape[1])[None, :, None, None], rows[:, None, :, None],
+                             cols[:, None, None, :]], np.float32)
 
 
 def _in_rows(layer: _Layer, x: np.ndarray, where: np.ndarray, out_shape: tuple[int, ...],
              kernel: tuple[int, int]) -> np.ndarray:
     if layer.node.op_type == "Conv":
         return _patches(layer, x, where, (*out_shape[1:3], *kernel))
-    return x.reshape(-1, x.shape[-1])[where].astype(np.float32)
+    return np.asarray(x.reshape(-1, x.shape[-1])[where], np.float32)
 
 
 def _row_budget(layer: _Layer, weight: np.ndarray, samples: int) -> int:
     """Rows of one sample drawn for a layer: ``POOL_FLOATS`` floats of input rows over the samples."""
     if layer.node.op_type == "Conv":
-        per_row = weight.shape[1] * layer.group * weight.shape[2] * weight.shape[3]
+        per_row = int(weight.shape[1] * layer.group * weight.shape[2] * weight.shape[3])
     else:
-        per_row = weight.shape[1] if layer.node.op_type == "Gemm" and _attr(layer.node, "transB", 0) else weight.shape[0]
+        per_row = int(weight.shape[1] if layer.node.op_type == "Gemm" and _attr(layer.node, "transB", 0) else weight.shape[0])
     rows = min(max(POOL_FLOATS // max(per_row, 1), MIN_ROWS), MAX_ROWS)
     return max(1, -(-rows // samples))
 
@@ -378,6 +381,7 @@ class _Tally:
     error: float = 0.0
     nearest_error: float = 0.0
     integers: dict[str, np.ndarray] = field(default_factory=dict)
+    left: dict[str, np.ndarray] = field(default_factory=dict)
     biases: dict[str, np.ndarray] = field(default_factory=dict)  # the float biases of learned layers, before
 
 
@@ -393,6 +397,20 @@ def _mean_shift(layer: _Layer, weight: np.ndarray, bias: np.ndarray, pool: _Pool
     return np.asarray((out - np.concatenate(pool.targets)).mean(axis=0))
 
 
+def _left_to_ort(bias: np.ndarray | None, grid: Grid, pool: _Pool) -> np.ndarray:
+    """The channels whose scale ONNX Runtime's QDQ quantizer may widen to fit the int32 bias (its
+    ``_adjust_weight_scale_for_int32_bias``: when ``input_scale * weight_scale < 2 |bias| / (2^32 - 2)``, in
+    practice a dead channel, weights near 0 and a BatchNorm bias): a widened scale would not read back the learned
+    integers, so such a channel keeps its float weights and ONNX Runtime rounds it. The input's scale is not known
+    yet (the activation ranges come last): taken as ``CLIP_MARGIN`` times finer than the pool's whole range gives."""
+    if bias is None:
+        return np.zeros(grid.scale.size, bool)
+    rows = np.concatenate(pool.inputs)
+    whole = (max(float(rows.max()), 0.0) - min(float(rows.min()), 0.0)) / 255.0
+    largest = np.abs(bias.astype(np.float64)).reshape(grid.scale.size, -1).max(axis=1)
+    return np.asarray(whole / CLIP_MARGIN * grid.scale.astype(np.float64) < 2.0002 * largest / (2.0**32 - 2))
+
+
 def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings, pool: _Pool,
          iterations: int, tally: _Tally) -> None:
     """Learn one layer's rounding and write it into its weight (left as it was when the read-back differs), and
@@ -402,6 +420,9 @@ def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings,
     weight = numpy_helper.to_array(table)
     axis = weight_axis(layer.node, settings)
     grid = grid_of(weight, settings, axis)
+    left = _left_to_ort(bias, grid, pool)
+    if left.any():
+        grid = replace(grid, extremes=grid.extremes | np.broadcast_to(grid.broadcast(left, weight.ndim), weight.shape))
     nearest = ort_integers(weight, settings, axis)
     began = time.perf_counter()
     learned = _learn(layer, weight, bias, grid, nearest, pool, iterations)
@@ -420,6 +441,7 @@ def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings,
         return
     table.CopyFrom(numpy_helper.from_array(written, table.name))
     tally.integers[table.name] = integers
+    tally.left[table.name] = left
     if layer.bias is not None and bias is not None:
         tally.biases[layer.bias] = bias
         shifted = bias - _mean_shift(layer, written, bias, pool)
@@ -455,5 +477,6 @@ def adaround(proto: onnx.ModelProto, settings: Settings, calibration: Samples, s
     record = AdaRound(tally.learned, skipped, tally.unverified, tally.nearest, tally.flipped / max(tally.weights, 1),
                       tally.error / tally.nearest_error if tally.nearest_error > 0 else 1.0, iterations,
                       time.perf_counter() - start,
-                      {**{k: v for k, v in originals.items() if k in tally.integers}, **tally.biases}, tally.integers)
+                      {**{k: v for k, v in originals.items() if k in tally.integers}, **tally.biases}, tally.integers,
+                      tally.left)
     return current, record

@@ -65,7 +65,7 @@ def _channels(weight: np.ndarray, axis: int | None) -> list[np.ndarray]:
 
 def _extremes(weight: np.ndarray, axis: int | None) -> np.ndarray:
     if axis is None:
-        return (weight == weight.min()) | (weight == weight.max())
+        return np.asarray((weight == weight.min()) | (weight == weight.max()))
     moved = np.moveaxis(weight, axis, 0).reshape(weight.shape[axis], -1)
     flags = (moved == moved.min(axis=1, keepdims=True)) | (moved == moved.max(axis=1, keepdims=True))
     return np.moveaxis(flags.reshape(np.moveaxis(weight, axis, 0).shape), 0, axis)
