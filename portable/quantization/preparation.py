@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from portable.errors import one_line
 from portable.quantization.data import Samples
 from portable.quantization.settings import Settings
 
@@ -164,7 +165,11 @@ def _ranges(path: Path, settings: Settings, op_types: list[str], calibration: Sa
         return None, {"method": method, "by": "onnxruntime's calibrator"}
     from portable.quantization.ranges import activation_grid, histograms, method_ranges, save_ranges
 
-    choice = method_ranges(method, histograms(path, op_types, calibration), *activation_grid(settings))
+    try:
+        found = histograms(path, op_types, calibration)
+    except ValueError as exc:  # numpy's histogram of a tensor spanning float32's range (an additive mask's -3.4e38)
+        return None, {"method": "minmax", "asked": method, "by": f"onnxruntime's calibrator ({one_line(exc)})"}
+    choice = method_ranges(method, found, *activation_grid(settings))
     return save_ranges(choice, folder / f"{path.stem}-{method}-ranges.json"), choice.to_dict()
 
 

@@ -33,7 +33,7 @@ from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import Settings
 
 __all__ = ["HISTOGRAM_BINS", "RangeChoice", "TensorHistogram", "activation_grid", "histograms", "method_ranges",
-           "mse_range", "save_ranges"]
+           "mse_range", "save_ranges", "scale_zero"]
 
 HISTOGRAM_BINS = 8192  # per tensor over [-max|x|, max|x|]: about 16 bins per 8-bit step of a whole range
 CHUNK = 16  # calibration samples per collect_data call: the calibrator holds every output of a call
@@ -86,6 +86,13 @@ def activation_grid(settings: Settings) -> tuple[int, int, bool]:
     return int(qmin), int(qmax), symmetric
 
 
+def _chunks(count: int, batch: int) -> list[tuple[int, int]]:
+    """``CHUNK`` samples a call in whole batches, a last short batch on its own: ONNX Runtime's histogram collector
+    stacks a call's batches into one array, which fails on batches of two sizes."""
+    step, full = max(CHUNK - CHUNK % batch, batch), count - count % batch
+    return [(start, min(start + step, full)) for start in range(0, full, step)] + ([(full, count)] if full < count else [])
+
+
 def histograms(model: Path, op_types: Sequence[str] | None, calibration: Samples) -> dict[str, TensorHistogram]:
     """The histogram of every tensor ONNX Runtime's quantizer would calibrate in ``model`` (a shape-inferred
     file, as ``quant_pre_process`` writes it) over the calibration samples."""
@@ -95,9 +102,8 @@ def histograms(model: Path, op_types: Sequence[str] | None, calibration: Samples
         calibrator = create_calibrator(model, op_types, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                                        calibrate_method=CalibrationMethod.Percentile,
                                        extra_options={"num_bins": HISTOGRAM_BINS, "symmetric": False})
-        step = max(CHUNK - CHUNK % calibration.batch, calibration.batch)
-        for start in range(0, calibration.count, step):
-            calibrator.collect_data(Reader(calibration.take(start, start + step)))
+        for start, stop in _chunks(calibration.count, calibration.batch):
+            calibrator.collect_data(Reader(calibration.take(start, stop)))
         collected = calibrator.collector.histogram_dict
         percentiles = calibrator.collector.compute_percentile()
     return {name: TensorHistogram(name, np.asarray(v[0]), np.asarray(v[1]), float(v[2]), float(v[3]),
@@ -105,8 +111,8 @@ def histograms(model: Path, op_types: Sequence[str] | None, calibration: Samples
             for name, v in collected.items()}
 
 
-def _scale_zero(low: np.ndarray, high: np.ndarray, qmin: int, qmax: int,
-                symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+def scale_zero(low: np.ndarray, high: np.ndarray, qmin: int, qmax: int,
+               symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
     """``compute_scale_zp``'s scale and zero point for arrays of ranges (its formula, vectorised)."""
     low, high = np.minimum(low, 0.0), np.maximum(high, 0.0)
     if symmetric:
@@ -121,7 +127,7 @@ def _errors(hist: TensorHistogram, low: np.ndarray, high: np.ndarray, qmin: int,
             symmetric: bool) -> np.ndarray:
     """The summed squared quantization error of the histogram under each candidate range."""
     x, counts = hist.centres()
-    scale, zero = _scale_zero(low, high, qmin, qmax, symmetric)
+    scale, zero = scale_zero(low, high, qmin, qmax, symmetric)
     q = np.clip(np.round(x[None, :] / scale[:, None]) + zero[:, None], qmin, qmax)
     return np.asarray((((q - zero[:, None]) * scale[:, None] - x[None, :]) ** 2 * counts[None, :]).sum(axis=1))
 
