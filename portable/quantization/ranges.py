@@ -32,8 +32,8 @@ import numpy as np
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import Settings
 
-__all__ = ["HISTOGRAM_BINS", "RangeChoice", "TensorHistogram", "activation_grid", "histograms", "method_ranges",
-           "mse_range", "save_ranges", "scale_zero"]
+__all__ = ["HISTOGRAM_BINS", "RangeChoice", "TensorHistogram", "activation_grid", "histograms", "histograms_of",
+           "method_ranges", "mse_range", "save_ranges", "scale_zero"]
 
 HISTOGRAM_BINS = 8192  # per tensor over [-max|x|, max|x|]: about 16 bins per 8-bit step of a whole range
 CHUNK = 16  # calibration samples per collect_data call: the calibrator holds every output of a call
@@ -104,11 +104,25 @@ def histograms(model: Path, op_types: Sequence[str] | None, calibration: Samples
                                        extra_options={"num_bins": HISTOGRAM_BINS, "symmetric": False})
         for start, stop in _chunks(calibration.count, calibration.batch):
             calibrator.collect_data(Reader(calibration.take(start, stop)))
-        collected = calibrator.collector.histogram_dict
-        percentiles = calibrator.collector.compute_percentile()
+        return _tensor_histograms(calibrator.collector)
+
+
+def histograms_of(values: dict[str, list[np.ndarray]]) -> dict[str, TensorHistogram]:
+    """The histograms ONNX Runtime's collector (as :func:`histograms` has its calibrator make it) keeps of these
+    tensors' values (name -> a list of arrays, one per batch)."""
+    from onnxruntime.quantization.calibrate import HistogramCollector
+
+    collector = HistogramCollector(method="percentile", symmetric=False, num_bins=HISTOGRAM_BINS,
+                                   num_quantized_bins=128, percentile=99.999, scenario="same")
+    collector.collect(values)
+    return _tensor_histograms(collector)
+
+
+def _tensor_histograms(collector: Any) -> dict[str, TensorHistogram]:
+    percentiles = collector.compute_percentile()
     return {name: TensorHistogram(name, np.asarray(v[0]), np.asarray(v[1]), float(v[2]), float(v[3]),
                                   (float(percentiles[name][0]), float(percentiles[name][1])))
-            for name, v in collected.items()}
+            for name, v in collector.histogram_dict.items()}
 
 
 def scale_zero(low: np.ndarray, high: np.ndarray, qmin: int, qmax: int,

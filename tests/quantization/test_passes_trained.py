@@ -146,23 +146,30 @@ def test_equalization_is_exact_in_float_and_rescues_per_tensor_weights(lite0):
 
 
 def test_mse_ranges_lose_less_than_minmax_on_held_out_activations(lite0):
-    """Ranges chosen on 8 calibration crops from ONNX Runtime's histograms: on 8 held-out crops, quantizing each
-    clipped tensor (the linear bottlenecks' long tails) with its least-MSE range loses less than with min-max, for
-    nearly every tensor and by a quarter on the geometric mean (Lite0: 58 of 63 tensors, 0.77)."""
+    """The linear bottlenecks' outputs (Conv outputs no activation clamps: long tails), ranges chosen on 16
+    calibration crops from ONNX Runtime's histograms: on 8 held-out crops, quantizing each with its least-MSE range
+    loses less than with min-max, for nearly every tensor and by a fifth or more on the geometric mean (Lite0: 15
+    of 16 tensors, 0.78)."""
     from portable.quantization.activations import calibration_outputs
-    from portable.quantization.ranges import activation_grid, histograms, method_ranges, scale_zero
+    from portable.quantization.ranges import activation_grid, histograms_of, method_ranges, scale_zero
 
     model_path, cal, held = lite0
-    with contextlib.redirect_stdout(io.StringIO()):  # the calibrator's progress lines
-        found = histograms(model_path, ["Conv"], _samples(cal, 8))
+    model = onnx.load(str(model_path))
+    readers = {i: n.op_type for n in model.graph.node for i in n.input}
+    linear = [n.output[0] for n in model.graph.node if n.op_type == "Conv" and readers.get(n.output[0]) != "Clip"]
+    both = Samples({"inputs": np.concatenate([_samples(cal, 16).arrays["inputs"], _samples(held, 8).arrays["inputs"]])},
+                   8, "crops")
+    batches = list(calibration_outputs(model, both, linear))
+    calibration = {name: [b[name] for b in batches[:2]] for name in linear}
+    held_out = {name: [batches[2][name]] for name in linear}
+    with contextlib.redirect_stdout(io.StringIO()):  # the collector's progress line
+        found = histograms_of(calibration)
     grid = activation_grid(resolve_settings(None))
     mse, minmax = (method_ranges(m, found, *grid) for m in ("mse", "minmax"))
-    clipped = sorted(n for n in mse.ranges if mse.ranges[n] != minmax.ranges[n])
-    assert mse.clipped == len(clipped) >= 20 and minmax.clipped == 0
-    batches = list(calibration_outputs(onnx.load(str(model_path)), _samples(held, 8), clipped))
+    assert len(linear) >= 16 and mse.clipped >= 12 and minmax.clipped == 0, (len(linear), mse.clipped)
     ratios = []
-    for name in clipped:
-        values = np.concatenate([b[name] for b in batches]).astype(np.float64).ravel()
+    for name in linear:
+        values = held_out[name][0].astype(np.float64).ravel()
         errors = []
         for choice in (mse, minmax):
             low, high = (np.array([v]) for v in choice.ranges[name])
@@ -170,4 +177,4 @@ def test_mse_ranges_lose_less_than_minmax_on_held_out_activations(lite0):
             q = np.clip(np.round(values / scale[0]) + zero[0], grid[0], grid[1])
             errors.append(float((((q - zero[0]) * scale[0] - values) ** 2).mean()))
         ratios.append(errors[0] / errors[1])
-    assert np.mean(np.array(ratios) < 1.0) >= 0.85 and np.exp(np.log(ratios).mean()) < 0.85, np.round(ratios, 2)
+    assert np.mean(np.array(ratios) < 1.0) >= 0.85 and np.exp(np.log(ratios).mean()) < 0.8, np.round(ratios, 2)
