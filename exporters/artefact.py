@@ -9,11 +9,19 @@ thread, and append the fingerprint. A check that reads the file itself (verify's
 reads :meth:`Staged.readable`. :func:`commit` then renames every model onto its target, and
 :meth:`Committed.write_manifest` writes the one manifest; a failure on the way removes the models written
 anew, and leaving the ``with`` block without a commit (a failed check, Ctrl-C, SIGTERM) leaves no file behind.
+
+Files that travel with a model (an export from a model folder writes its tokenizer beside the file:
+:mod:`portable.hf.assets`) are staged the same way (:func:`stage_folder`: a hidden folder beside the target,
+filled before the commit) and renamed into place by the same :func:`commit`, so they are written with the
+model or not at all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -32,7 +40,7 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
-__all__ = ["Committed", "Staged", "commit", "manifest_path", "stage"]
+__all__ = ["Committed", "Staged", "StagedFolder", "commit", "manifest_path", "stage", "stage_folder"]
 
 Stamp = Callable[["onnx.ModelProto"], None]
 
@@ -78,6 +86,27 @@ def stage(model: ir.Model, path: Path, policy: Policy, stamp: Stamp, *, force: b
 
 
 @dataclass(frozen=True)
+class StagedFolder:
+    """A folder of files on its way to ``path``, complete in ``files`` (a hidden folder beside the target);
+    ``record`` is what filling it returned, for the manifest."""
+
+    path: Path
+    files: Path
+    record: dict[str, Any]
+
+
+@contextlib.contextmanager
+def stage_folder(path: Path, fill: Callable[[Path], dict[str, Any]], *, force: bool) -> Iterator[StagedFolder]:
+    """``fill`` writes the files into a hidden folder beside ``path``; :func:`commit` renames it onto ``path``.
+    Left without a commit, nothing stays on disk (the old folder, if any, is kept)."""
+    check_target(path, force, folder=True)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
+        files = Path(tmp) / "files"
+        files.mkdir()
+        yield StagedFolder(path, files, fill(files))
+
+
+@dataclass(frozen=True)
 class Committed:
     """Models renamed onto their targets, waiting for their manifest (:meth:`write_manifest`)."""
 
@@ -96,24 +125,33 @@ class Committed:
         return target
 
 
-def commit(staged: Sequence[Staged]) -> Committed:
-    """Rename every staged model onto its target (each waits for its bytes to be on disk); a failure
-    removes the ones this commit had written anew. The manifest comes next: :meth:`Committed.write_manifest`."""
-    new = tuple(s.path for s in staged if not s.path.exists())
+def commit(staged: Sequence[Staged], folders: Sequence[StagedFolder] = ()) -> Committed:
+    """Rename every staged model onto its target (each waits for its bytes to be on disk), then every staged
+    folder (an old one at the target goes into the staging folder, removed with it); a failure removes the ones
+    this commit had written anew. The manifest comes next: :meth:`Committed.write_manifest`."""
+    new = tuple(s.path for s in staged if not s.path.exists()) + tuple(f.path for f in folders if not f.path.exists())
     done: list[Path] = []
     try:
         for item in staged:
             item.write.commit()
             done.append(item.path)
+        for folder in folders:
+            if folder.path.exists():
+                os.replace(folder.path, folder.files.parent / "old")
+            os.replace(folder.files, folder.path)
+            done.append(folder.path)
     except BaseException:
         _remove([p for p in done if p in new])
         raise
-    return Committed(tuple(done), new)
+    return Committed(tuple(p for p in done if p.is_file()), new)
 
 
 def _remove(paths: Sequence[Path]) -> None:
     for path in paths:
-        path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _validate_and_fingerprint(held: Serialized, path: Path, policy: Policy, what: str) -> tuple[str, ValidationReport]:

@@ -77,6 +77,7 @@ class ExportJob:
     names: tuple[str, ...] | None
     root: Path
     spec: str | None
+    sidecar: Any = None  # portable.hf.assets.Sidecar: the files written beside the model, and its source record
 
 
 @contextlib.contextmanager
@@ -93,7 +94,8 @@ def eval_mode(module: torch.nn.Module) -> Iterator[None]:
 
 
 def make_job(module: Any, example_inputs: Any, path: str | Path, batch: str | int, precision: str,
-         policy: Policy | None, input_names: Sequence[str] | None, root: str | Path | None, spec: str | None) -> ExportJob:
+         policy: Policy | None, input_names: Sequence[str] | None, root: str | Path | None, spec: str | None,
+         sidecar: Any = None) -> ExportJob:
     """Check the arguments and resolve them: precision applied, inputs at the trace batch, policy, root."""
     import torch
 
@@ -114,7 +116,7 @@ def make_job(module: Any, example_inputs: Any, path: str | Path, batch: str | in
     policy = (policy or load_policy()).with_(batch="dynamic" if batch == "dynamic" else "static")
     base = Path(root) if root is not None else _module_root(module)
     return ExportJob(module, args, Path(path), batch, precision, policy,
-                tuple(input_names) if input_names else None, base.resolve(), spec)
+                tuple(input_names) if input_names else None, base.resolve(), spec, sidecar)
 
 
 def _resize(arg: Any, size: int, batch: str | int) -> Any:

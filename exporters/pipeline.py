@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from portable.exporters.artefact import Staged, commit, stage
+from portable.exporters.artefact import Staged, StagedFolder, commit, stage, stage_folder
 from portable.exporters.capture import CaptureFailed
 from portable.exporters.job import ExportFailed, ExportJob, ExportResult, capture_or_fail, specialized_inputs
 from portable.exporters.manifest import build_manifest, stamp
@@ -33,6 +33,8 @@ __all__ = ["run", "translate"]
 def run(job: ExportJob, phases: Phases, *, verify: bool, force: bool,
         tolerances: ToleranceTable | None = None) -> ExportResult:
     check_target(job.path, force)
+    if job.sidecar is not None and job.sidecar.path is not None:
+        check_target(job.sidecar.path, force, folder=True)  # before the export, not after it
     with _older_objects_frozen():
         return _run(job, phases, verify, force, tolerances)
 
@@ -69,21 +71,34 @@ def _run(job: ExportJob, phases: Phases, verify: bool, force: bool,
             stamp_ = lambda proto: stamp(proto, job.policy, job.precision, job.batch)  # noqa: E731
             staged = stack.enter_context(stage(model, job.path, job.policy, stamp_, force=force, what="the export"))
             _refuse_findings(staged.report)
+            folders = _sidecar(stack, job, force)
         parity = None
         if verify:
             with phases.phase("verify"):  # onnxruntime reads the file itself, as a user's would
                 parity = _verify(job, str(staged.readable()), staged.report, staged.proto, tolerances)
         with phases.phase("write"):
-            written = commit([staged])
-    manifest = _manifest(staged, job, parity, phases)
+            written = commit([staged], folders)
+    manifest = _manifest(staged, job, parity, phases, folders)
     written.write_manifest(manifest)
     return ExportResult(job.path, staged.fingerprint, staged.report, dict(phases.timings), parity, manifest)
 
 
-def _manifest(staged: Staged, job: ExportJob, parity: Parity | None, phases: Phases) -> dict[str, Any]:
-    return build_manifest(staged.proto, file=job.path.name, fingerprint=staged.fingerprint, size=staged.size,
-                          precision=job.precision, batch=job.batch, policy=job.policy, report=staged.report.to_dict(),
-                          parity=parity.to_dict() if parity else None, timings=phases.timings, spec=job.spec)
+def _sidecar(stack: contextlib.ExitStack, job: ExportJob, force: bool) -> list[StagedFolder]:
+    """The files that travel with the model (a folder's tokenizer), staged to be committed with it."""
+    if job.sidecar is None or job.sidecar.path is None:
+        return []
+    return [stack.enter_context(stage_folder(job.sidecar.path, job.sidecar.write, force=force))]
+
+
+def _manifest(staged: Staged, job: ExportJob, parity: Parity | None, phases: Phases,
+              folders: list[StagedFolder]) -> dict[str, Any]:
+    manifest = build_manifest(staged.proto, file=job.path.name, fingerprint=staged.fingerprint, size=staged.size,
+                              precision=job.precision, batch=job.batch, policy=job.policy, report=staged.report.to_dict(),
+                              parity=parity.to_dict() if parity else None, timings=phases.timings, spec=job.spec)
+    if job.sidecar is not None:  # an export from a model folder: where each setting came from, the files beside it
+        manifest["source"] = job.sidecar.source
+        manifest["preprocessing"] = folders[0].record if folders else None
+    return manifest
 
 
 def translate(program: Any, job: ExportJob) -> ir.Model:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,17 @@ import numpy as np
 import onnx_ir as ir
 
 from portable.exporters.initializers import add_initializer
-from portable.exporters.passes import BATCH, RenameSymbolPass
+from portable.exporters.passes import BATCH, RenameSymbolPass, _ints, _ProbedPass, _replace_input
+from portable.exporters.probe import Probe
+from portable.validators.limits import SMALL_TENSOR
 
 __all__ = [
+    "ConstantOfShapePass",
     "ConvertOpsetPass",
     "DropDefaultAttributesPass",
+    "ExpandBatchShapesPass",
     "ExpandNewerOpsPass",
+    "StaticDimsPass",
     "FixBatchPass",
     "FixDimsPass",
     "NegativeDimsPass",
@@ -46,6 +51,7 @@ __all__ = [
     "batch_symbol",
     "lone_unknown_batch",
     "external_bytes",
+    "static_dim_reads",
     "symbols",
     "types_newer_than",
 ]
@@ -434,6 +440,161 @@ class FixBatchPass(ir.passes.InPlacePass):
         if symbol == BATCH:
             return ir.passes.PassResult(model, modified=False)
         return RenameSymbolPass(symbol, BATCH).call(model)
+
+
+class StaticDimsPass(ir.passes.InPlacePass):
+    """``Gather(Shape(x), k)`` with a constant scalar ``k`` at a static dim of ``x`` becomes that dim.
+
+    onnxscript's folder reads a ``Shape``'s static dims through a ``Gather`` of 1-D indices (``[k]``) only;
+    torch.onnx writes ``x.size(k)`` as a ``Gather`` of a scalar, which then stays a run-time computation
+    although the dim is fixed (optimum's BERT exports: the position ids ``Slice(position_ids, 0,
+    Unsqueeze(Gather(Shape(input_ids), 1)))``, which ``--dim sequence_length=128`` fixes). Folded here, the
+    folder that runs next goes on through it. Dim 0 of a dynamic batch is a symbol: it stays.
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for node in list(model.graph):
+            dim = _static_dim(node)
+            if dim is not None:
+                value = add_initializer(model.graph, node.outputs[0].name or f"{node.name}_dim", np.array(dim, np.int64))
+                ir.convenience.replace_all_uses_with(node.outputs[0], value)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def static_dim_reads(model: ir.Model) -> list[tuple[str, int, int]]:
+    """What :class:`StaticDimsPass` folds in ``model``: (the value whose shape is read, the axis, its size)."""
+    found = []
+    for node in model.graph:
+        read = _static_read(node)
+        if read is not None:
+            found.append(read)
+    return found
+
+
+def _static_dim(node: ir.Node) -> int | None:
+    read = _static_read(node)
+    return read[2] if read is not None else None
+
+
+def _static_read(node: ir.Node) -> tuple[str, int, int] | None:
+    """The value, axis and size a ``Gather(Shape(x), k)`` of a scalar constant ``k`` reads, when ``x`` has that
+    dim static; else None."""
+    if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+        return None
+    shape, index = node.inputs
+    source = shape.producer() if shape is not None else None
+    k = ir.convenience.get_const_tensor(index) if index is not None else None
+    if source is None or source.op_type != "Shape" or source.domain not in ("", "ai.onnx") or k is None:
+        return None
+    data = source.inputs[0]
+    if data is None or data.shape is None or k.numpy().ndim != 0 or node.attributes.get_int("axis", 0) != 0:
+        return None
+    dims = list(data.shape)
+    start, end = source.attributes.get_int("start", 0), source.attributes.get_int("end", len(dims))
+    axes = list(range(len(dims)))[start:end]
+    at = int(k.numpy())
+    axis = axes[at] if -len(axes) <= at < len(axes) else None
+    size = dims[axis] if axis is not None else None
+    if axis is None or not isinstance(size, int) or node.outputs[0].is_graph_output():
+        return None
+    return data.name or "?", axis, size
+
+
+class ConstantOfShapePass(ir.passes.InPlacePass):
+    """A ``ConstantOfShape`` of a constant shape, with at most ``SMALL_TENSOR`` elements, becomes its value.
+
+    onnxscript's constant folder keeps every ``ConstantOfShape`` (its ``DEFAULT_CONSTANT_FOLD_BLACKLIST``: a
+    large one would grow the file), and so everything it feeds stays a run-time computation, even with the batch
+    fixed. torch.onnx's ``expand`` writes one into every size it expands to (``Where(Equal(size,
+    ConstantOfShape([4]) * -1), ..., size)``: optimum's BERT exports, the attention mask's ``Expand``), which then
+    reads to the shape analysis as more than the batch (PORT007) and to the probes as unknown. A small one costs
+    the file nothing: folded here, the folder and the probes go on through it.
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for node in list(model.graph):
+            array = _constant_of_shape(node)
+            if array is not None:
+                value = add_initializer(model.graph, node.outputs[0].name or f"{node.name}_value", array)
+                ir.convenience.replace_all_uses_with(node.outputs[0], value)
+                if node.outputs[0].is_graph_output():
+                    continue  # the graph's own output keeps its node (a renamed output would change the file's API)
+                model.graph.remove(node, safe=True)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+def _constant_of_shape(node: ir.Node) -> np.ndarray | None:
+    """The value of a default-domain ``ConstantOfShape`` of a constant shape with few elements, else None."""
+    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return None
+    shape = ir.convenience.get_const_tensor(node.inputs[0]) if node.inputs[0] is not None else None  # a Constant's too
+    if shape is None:
+        return None
+    dims = [int(d) for d in shape.numpy().ravel()]
+    if any(d < 0 for d in dims) or int(np.prod(dims, dtype=np.int64)) > SMALL_TENSOR:
+        return None
+    fill = node.attributes.get("value")
+    one = fill.as_tensor().numpy().ravel() if fill is not None else np.zeros(1, np.float32)
+    return np.full(dims, one[0], dtype=one.dtype)
+
+
+class ExpandBatchShapesPass(_ProbedPass):
+    """An ``Expand`` whose size differs between the probe batches only where its input already has that dim
+    expands to a constant with 1 there.
+
+    ``Expand`` broadcasts: the mask ``[batch, 1, 1, 128]`` expanded to ``[1, 1, 128, 128]`` is the ``[batch, 1,
+    128, 128]`` that the size computed from the mask's own ``Shape`` gave (optimum's BERT exports; HF's
+    ``_expand_mask``). So the batch-only computation goes, and the ``Expand`` is static. Checked at every probe
+    batch: the input's dims broadcast with the constant give the output's dims. An ``Expand`` of a token to the
+    batch (the input's dim is 1 where the size has the batch) is left: it is a batch-only computation.
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not _run_time_expands(model):  # nothing to do: no probe (three shape analyses) is paid for
+            return ir.passes.PassResult(model, False)
+        return super().call(model)
+
+    def apply(self, model: ir.Model, found: Sequence[Probe]) -> bool:
+        modified = False
+        for node in _run_time_expands(model):
+            shape = _broadcast_size(node, found)
+            if shape is not None:
+                _replace_input(model.graph, node, 1, shape)
+                modified = True
+        return modified
+
+
+def _run_time_expands(model: ir.Model) -> list[ir.Node]:
+    """The default-domain ``Expand`` nodes whose size is computed at run time."""
+    return [n for n in model.graph if n.op_type == "Expand" and n.domain in ("", "ai.onnx") and len(n.inputs) > 1
+            and n.inputs[1] is not None and n.inputs[1].const_value is None]
+
+
+def _broadcast_size(node: ir.Node, found: Sequence[Probe]) -> np.ndarray | None:
+    """The constant size valid at every probe (see :class:`ExpandBatchShapesPass`), or None."""
+    sizes = [p.values.get((node.name or "", 1)) for p in found]
+    source = node.inputs[0]
+    data = [_ints(p.dims.get(source.name or "")) if source is not None else None for p in found]
+    outs = [_ints(p.dims.get(node.outputs[0].name or "")) for p in found]
+    if not found or any(v is None for v in (*sizes, *data, *outs)):
+        return None
+    constant = []
+    for i, values in enumerate(zip(*(np.asarray(s).tolist() for s in sizes))):
+        axis = i - (len(sizes[0]) - len(data[0]))  # type: ignore[arg-type]  # checked above: none is None
+        if len(set(values)) == 1:
+            constant.append(values[0])
+        elif axis >= 0 and all(d[axis] == v for d, v in zip(data, values)):  # type: ignore[index]
+            constant.append(1)
+        else:
+            return None
+    shape = np.array(constant, dtype=np.int64)
+    fits = all(tuple(np.broadcast_shapes(tuple(d), tuple(constant))) == tuple(o)  # type: ignore[arg-type]
+               for d, o in zip(data, outs))
+    return shape if fits else None
 
 
 class InternalizeDataPass(ir.passes.InPlacePass):

@@ -1,4 +1,4 @@
-"""Exporting from a SPEC (what the CLI and ``make demo`` call)."""
+"""Exporting from a SPEC or a Hugging Face model folder (what the CLI and ``make demo`` call)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from portable.progress import Phases
 if TYPE_CHECKING:
     from portable.runners.tolerances import ToleranceTable
 
-__all__ = ["bind_inputs", "export_spec", "load_for_export"]
+__all__ = ["bind_inputs", "export_folder", "export_spec", "load_for_export"]
 
 
 def _parameters(module: Any) -> list[inspect.Parameter] | None:
@@ -65,10 +65,17 @@ def _with_example_dtype(spec: CliInput, example: Any) -> CliInput:
     return replace(spec, dtype=str(example.dtype).removeprefix("torch."))
 
 
-def load_for_export(spec: str, inputs: Sequence[str | CliInput], weights: str | Path | None = None,
+def load_for_export(spec: str, inputs: Sequence[str | CliInput], weights: str | Path | None = None, *,
+                    task: str | None = None, shapes: Sequence[str] = (), trust_remote_code: bool = False,
                     ) -> tuple[Any, tuple[Any, ...], tuple[str, ...] | None, Path]:
-    """Module, example inputs, input names (from ``-i``) and the provenance root of a SPEC."""
+    """Module, example inputs, input names (from ``-i``) and the provenance root of a SPEC, or of a model
+    folder (its task's module and inputs at ``shapes``)."""
+    from portable.hf.folder import is_folder_reference
     from portable.spec import load_spec, load_weights
+
+    if is_folder_reference(spec):
+        loaded = _folder(spec, inputs, weights, task, shapes, trust_remote_code)
+        return loaded.module, loaded.args, loaded.names, loaded.plan.folder.path
 
     loaded = load_spec(spec)
     if weights is not None:
@@ -85,13 +92,61 @@ def load_for_export(spec: str, inputs: Sequence[str | CliInput], weights: str | 
     return loaded.module, args, names, project_root(loaded.root)
 
 
+def _folder(spec: str, inputs: Sequence[str | CliInput], weights: str | Path | None, task: str | None,
+            shapes: Sequence[str], trust_remote_code: bool) -> Any:
+    """A model folder loaded for export (``-i`` refused: a folder's inputs are its task's)."""
+    from portable.hf.load import load_folder
+
+    if inputs:
+        raise UsageError("-i: a model folder's inputs are its task's (input_ids, attention_mask, ...; pixel_values): "
+                         "size them with --shape sequence_length=N or --shape height=H --shape width=W")
+    return load_folder(spec, task, shapes, trust_remote_code, weights)
+
+
+def export_folder(folder: str, output: str | Path, *, task: str | None = None, shapes: Sequence[str] = (),
+                  trust_remote_code: bool = False, batch: str | int = "dynamic", precision: str = "fp32",
+                  policy: Policy | None = None, verify: bool = True, force: bool = False, quiet: bool = True,
+                  phases: Phases | None = None, tolerances: ToleranceTable | None = None) -> Any:
+    """Export a Hugging Face model folder (or a hub id in the local cache) for ``task`` (None: the folder's own)
+    at ``shapes`` (``["sequence_length=128"]``), its tokenizer or image processor written beside the file
+    (:mod:`portable.hf.assets`); returns the :class:`ExportResult`."""
+    from portable.exporters.api import export
+    from portable.exporters.writer import check_target
+    from portable.hf.assets import Sidecar, sidecar_path
+
+    phases = phases or Phases(quiet)
+    check_target(Path(output), force)  # exit 2 before the model loads
+    check_target(sidecar_path(Path(output)), force, folder=True)
+    with phases.phase("load"):
+        loaded = _folder(folder, (), None, task, shapes, trust_remote_code)
+        if loaded.task == "text-generation":
+            raise UsageError("text-generation exports a prefill/decode pair: use `portable export FOLDER --task "
+                             "text-generation` (or portable.exporters.textgen.export_text_generation)")
+        sidecar = Sidecar.of(loaded, Path(output))
+    return export(loaded.module, loaded.args, output, batch=batch, precision=precision, policy=policy,
+                  input_names=loaded.names, root=loaded.plan.folder.path, verify=verify, force=force, phases=phases,
+                  spec=folder, tolerances=tolerances, sidecar=sidecar)
+
+
 def export_spec(spec: str, output: str | Path, inputs: Sequence[str | CliInput] = (), *, batch: str | int = "dynamic",
                 precision: str = "fp32", weights: str | Path | None = None, policy: Policy | None = None,
                 verify: bool = True, force: bool = False, quiet: bool = True, phases: Phases | None = None,
-                tolerances: ToleranceTable | None = None) -> Any:
-    """Load ``spec`` and export it to ``output``; returns the :class:`ExportResult`."""
+                tolerances: ToleranceTable | None = None, task: str | None = None, shapes: Sequence[str] = (),
+                trust_remote_code: bool = False) -> Any:
+    """Load ``spec`` and export it to ``output``; returns the :class:`ExportResult`. A model folder goes to
+    :func:`export_folder` (``task``, ``shapes``, ``trust_remote_code`` are its)."""
     from portable.exporters.api import export
+    from portable.hf.folder import is_folder_reference
 
+    if is_folder_reference(spec):
+        if inputs or weights is not None:
+            _folder(spec, inputs, weights, task, (), False)  # the usage error of -i / --weights with a folder
+        return export_folder(spec, output, task=task, shapes=shapes, trust_remote_code=trust_remote_code, batch=batch,
+                             precision=precision, policy=policy, verify=verify, force=force, quiet=quiet,
+                             phases=phases, tolerances=tolerances)
+    if shapes or trust_remote_code or task not in (None, "model"):
+        raise UsageError("--shape, --trust-remote-code and --task NAME (other than text-generation) are for a model "
+                         "folder; a SPEC's inputs are -i NAME=1x3x224x224")
     phases = phases or Phases(quiet)
     with phases.phase("load"):
         module, args, names, root = load_for_export(spec, inputs, weights)

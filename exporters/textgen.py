@@ -273,17 +273,25 @@ def _manifest(plan: _Plan, graphs: dict[str, ExportResult], reports: tuple[Valid
 
 
 def export_text_generation_spec(spec: str, output: str | Path, *, weights: str | Path | None = None,
-                                phases: Phases | None = None, prompt: str | None = None, **options: Any) -> TextGenResult:
-    """Load ``spec`` (its callable gives the causal LM; example inputs, if any, are not used) and export it
-    with :func:`export_text_generation` (``options``: its keyword arguments); ``prompt``: the proof's prompt
-    as text, tokenized by the model's own tokenizer."""
+                                phases: Phases | None = None, prompt: str | None = None, trust_remote_code: bool = False,
+                                **options: Any) -> TextGenResult:
+    """Load ``spec`` (its callable gives the causal LM; example inputs, if any, are not used; or a model folder,
+    through ``AutoModelForCausalLM``) and export it with :func:`export_text_generation` (``options``: its keyword
+    arguments); ``prompt``: the proof's prompt as text, tokenized by the model's own tokenizer."""
     from portable.exporters.provenance import project_root
-    from portable.spec import load_spec, load_weights
+    from portable.hf.folder import is_folder_reference
+    from portable.spec import LoadedSpec, load_spec, load_weights
 
     PairTargets.of(output).check(bool(options.get("force")))  # the folder and the targets, before the model loads
     phases = phases or Phases(True)
     with phases.phase("load"):
-        loaded = load_spec(spec)
+        if is_folder_reference(spec):
+            from portable.hf.load import load_folder
+
+            found = load_folder(spec, "text-generation", trust_remote_code=trust_remote_code, weights=weights)
+            loaded = LoadedSpec(spec, found.module, None, found.plan.folder.path)
+        else:
+            loaded = load_spec(spec)
         if weights is not None:
             load_weights(loaded.module, weights)
     if prompt is not None:

@@ -1,8 +1,10 @@
 """The parity check: ONNX Runtime against eager PyTorch, through the same path as ``portable compare``.
 
 One parity path: the inputs come from the runners' seeded generator
-(:func:`portable.runners.inputs.make_feeds`, integer inputs drawn from each example's own
-range), eager PyTorch runs as :class:`portable.runners.torch_runners.EagerRunner` (same output
+(:func:`portable.runners.inputs.make_feeds`: an integer input as the graph uses it, token ids over
+their whole table and a padding mask as real padding (:mod:`portable.runners.constraints`), else in
+its example's own range; :attr:`Parity.inputs` says how each was drawn, and the manifest keeps it),
+the same arrays for both sides; eager PyTorch runs as :class:`portable.runners.torch_runners.EagerRunner` (same output
 flattening), and :func:`portable.runners.comparator.compare_outputs` judges with compare's default
 tolerances. So ``portable export``'s verify and ``portable compare`` give the same numbers on the
 same model, batch and seed.
@@ -21,6 +23,7 @@ from portable.runners.inputs import (
     InputSpec,
     OutputSpec,
     as_declared,
+    draws,
     int_ranges_from_examples,
     io_of_proto,
     make_feeds,
@@ -51,6 +54,8 @@ class Parity:
     details: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()  # e.g. a degenerate output: parity on it proves nothing
     float64: str = ""  # how the verdict was calibrated: the float64 reference ran, or why not
+    seed: int = 0
+    inputs: dict[str, str] = field(default_factory=dict)  # input -> how its seeded values were drawn, and why
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"batches": list(self.batches), "warnings": list(self.warnings)}
@@ -84,9 +89,9 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     runner.load()
     exact, judged = float64_reference(module, [o.dtype for o in outputs], table.given, examples=examples,
                                       precision=precision)
-    ranges = int_ranges_from_examples(specs, examples)
+    how = _draws(proto, specs, examples)
     try:
-        details = [_compare(runner, session, specs, outputs, b, seed, ranges, table, exact) for b in batches]
+        details = [_compare(runner, session, specs, outputs, b, seed, how, table, exact) for b in batches]
     finally:
         if exact is not None:  # the float64 copy holds twice the weights: let it go before the write
             exact.unload()
@@ -96,8 +101,16 @@ def verify_parity(module: Any, examples: Sequence[Any], model: bytes | str, batc
     bad = [d for d in details if not d["ok"]]
     warnings = _degenerate_warnings(details)
     message = "; ".join(d["message"] for d in bad) or f"max |onnx - torch| = {worst:.3g}"
+    drawn = {s.name: d.describe(s.dtype) for s, d in zip(specs, draws(specs, **how).values())}
     return Parity(not bad, tuple(batches), worst, tol.rtol, tol.atol, tol.atol_rms, message, None, details, warnings,
-                  judged)
+                  judged, seed, drawn)
+
+
+def _draws(proto: Any, specs: Sequence[InputSpec], examples: Sequence[Any]) -> dict[str, Any]:
+    """What the graph does with each input (compare's analysis), then each example input's own range."""
+    from portable.runners.constraints import constraints_of
+
+    return {"constraints": constraints_of(proto), "observed": int_ranges_from_examples(specs, examples)}
 
 
 def _degenerate_warnings(details: Sequence[dict[str, Any]]) -> tuple[str, ...]:
@@ -123,9 +136,9 @@ def _session(model: bytes | str, precision: str) -> Any:
 
 
 def _compare(runner: ExampleRunner, session: Any, specs: Sequence[InputSpec], outputs: Sequence[OutputSpec],
-             batch: int, seed: int, ranges: dict[str, tuple[int, int]], table: ToleranceTable,
+             batch: int, seed: int, how: dict[str, Any], table: ToleranceTable,
              double: Float64Runner | None = None) -> dict[str, Any]:
-    feeds = make_feeds(specs, batch, seed=seed, int_ranges=ranges)
+    feeds = make_feeds(specs, batch, seed=seed, **how)
     try:
         expected = runner.infer(feeds)
     except RunnerFailed as exc:

@@ -35,13 +35,18 @@ def check_size(model: ir.Model, limit: int) -> int:
     return size
 
 
-def check_target(path: Path, force: bool) -> None:
-    """The target folder exists and the file is not there (unless ``force``)."""
+def check_target(path: Path, force: bool, *, folder: bool = False) -> None:
+    """The target folder exists and the file (``folder``: the folder written whole) is not there (unless ``force``)."""
     if path.exists() and not force:
-        raise UsageError("file exists; pass --force to overwrite", path=str(path))
+        raise UsageError(f"{'folder' if folder else 'file'} exists; pass --force to overwrite", path=str(path))
     if not path.parent.is_dir():
         raise UsageError("output folder does not exist", path=str(path.parent))
-    check_writable(path)
+    if folder:
+        check_writable(path.parent, what="output folder", folder=True)
+        if path.exists() and not path.is_dir():
+            raise UsageError("the folder to write is a file", path=str(path))
+    else:
+        check_writable(path)
 
 
 def write_atomic(path: Path, data: bytes | Sequence[bytes | memoryview], force: bool = False) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["PHASES", "Phases"]
 
@@ -17,6 +18,8 @@ class Phases:
     def __init__(self, quiet: bool = True) -> None:
         self.timings: dict[str, float] = {}
         self._console = None
+        self._name: str = ""
+        self._status: Any = None
         if not quiet:
             from rich.console import Console
 
@@ -26,13 +29,24 @@ class Phases:
     def phase(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         status = self._console.status(f"{name}...") if self._console else contextlib.nullcontext()
+        self._name, self._status = name, status
         try:
             with status:
                 yield
         except BaseException:
             self._line(name, start, "[red]✗[/red]")
             raise
+        finally:
+            self._status = None
         self._line(name, start, "[green]✓[/green]")
+
+    def note(self, text: str) -> None:
+        """A step within the running phase (``search: trial 3 of 17 ...``): a line on stderr, and the spinner's
+        text; nothing when quiet."""
+        if self._console is not None:
+            self._console.print(f"  {self._name}: {text}", highlight=False, markup=False, soft_wrap=True)
+            if hasattr(self._status, "update"):
+                self._status.update(f"{self._name}: {text}")
 
     def _line(self, name: str, start: float, mark: str) -> None:
         elapsed = time.perf_counter() - start

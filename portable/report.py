@@ -58,14 +58,24 @@ class TargetSummary:
     sources: tuple[str, ...] = ()  # repository@commit of the profile's table
     counts: OpCounts = ()  # nodes per verdict kind (VERDICT_KINDS order), by the tables alone
     live: tuple[tuple[str, str], ...] = ()  # the runtime's own answer: (key, value) pairs, "verdict" among them
+    live_refusals: tuple[tuple[str, str, str], ...] = ()  # (op, node, the runtime's reason) of each node it refused
+    live_blocking: str = ""  # why the runtime does not load the model at all (the QNN HTP's compile failure)
 
     @property
     def loads(self) -> bool:
         return self.supported == self.nodes
 
+    @property
+    def runs_little(self) -> bool:
+        """The target takes under half the nodes (the rest fall back): the model does not run there as it is."""
+        return self.falls_back and self.nodes > 0 and 2 * self.supported < self.nodes
+
     def line(self) -> str:
-        """``qnn: 412/418 nodes, 3 partitions, fallback: Erf x2, IsNaN x4``."""
-        head = f"{self.name}: {self.supported}/{self.nodes} nodes"
+        """``qnn: 412/418 nodes, 3 partitions, fallback: Erf x2, IsNaN x4``; a target that takes under half the
+        nodes says first that the model does not run there as it is (``nnapi: does not run there as it is: 3/426
+        nodes, ...``)."""
+        lead = "does not run there as it is: " if self.runs_little else ""
+        head = f"{self.name}: {lead}{self.supported}/{self.nodes} nodes"
         if not self.falls_back:
             text = f"{head}, {'loads' if self.loads else 'does not load: ' + _ops(self.fallback)}"
         else:
@@ -94,7 +104,10 @@ class TargetSummary:
                 "partitions": self.partitions, "falls_back": self.falls_back, "loads": self.loads,
                 "fallback": dict(self.fallback), "unsupported": dict(self.unsupported), "fixed_batch": fixed,
                 "casts": self.casts, "verdicts": dict(self.counts) or None, "sources": list(self.sources),
-                "live": dict(self.live) or None}
+                "live": dict(self.live) or None,
+                **({"live_refusals": [{"op": o, "node": n, "reason": r} for o, n, r in self.live_refusals]}
+                   if self.live_refusals else {}),
+                **({"live_blocking": self.live_blocking} if self.live_blocking else {})}
 
 
 @dataclass(frozen=True)

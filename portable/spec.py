@@ -1,4 +1,5 @@
-"""Loading a model from a SPEC (``package.module:callable`` or ``path/to/file.py:callable``).
+"""Loading a model from a SPEC (``package.module:callable`` or ``path/to/file.py:callable``), or from a
+Hugging Face model folder (:mod:`portable.hf`: :func:`load_reference` takes either).
 
 A SPEC imports and runs user code, like any model-loading tool: only point it at
 code you trust. Weights load through safetensors or ``torch.load(weights_only=True)``.
@@ -24,7 +25,7 @@ from portable.errors import InputError, UsageError, one_line
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["LoadedSpec", "load_spec", "load_tokenizer", "load_weights", "parse_spec"]
+__all__ = ["LoadedSpec", "load_reference", "load_spec", "load_tokenizer", "load_weights", "parse_spec"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,10 @@ def load_tokenizer(spec: str | LoadedSpec, model: Any = None) -> Any:
     gives it."""
     loaded = spec if isinstance(spec, LoadedSpec) else None
     spec = spec.spec if isinstance(spec, LoadedSpec) else spec
+    from portable.hf.folder import is_folder_reference
+
+    if is_folder_reference(spec):
+        return _folder_tokenizer(spec)
     target, attr = parse_spec(spec)
     with _folder_on_path(target):
         module = loaded.namespace if loaded is not None and loaded.namespace is not None else _import_target(target, spec)[0]
@@ -173,6 +178,40 @@ def load_tokenizer(spec: str | LoadedSpec, model: Any = None) -> Any:
     where = f" nor at {source!r}" if source else ""
     raise UsageError(f"text needs the model's tokenizer: {target} has no tokenizer() beside {attr}, and transformers "
                      f"finds none{where}; add `def tokenizer(): return AutoTokenizer.from_pretrained(...)` to {target}")
+
+
+def _folder_tokenizer(text: str) -> Any:
+    """A model folder's own tokenizer (local files only); a usage error when the folder has none."""
+    from portable.hf.folder import read_folder, require_transformers
+
+    folder = read_folder(text, trust_remote_code=True)  # the tokenizer alone: no model code runs
+    transformers = require_transformers()
+    try:
+        return transformers.AutoTokenizer.from_pretrained(str(folder.path), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - no tokenizer files, or broken ones
+        raise UsageError(f"text needs the model's tokenizer, and the folder has none transformers can load "
+                         f"({one_line(exc)})", path=str(folder.path)) from None
+
+
+def load_reference(spec: str, weights: str | Path | None = None, *, task: str | None = None,
+                   model: str | Path | None = None) -> LoadedSpec:
+    """A reference model: a SPEC (with ``weights``' state dict), or a model folder loaded for ``task`` (None or
+    "model": the task and dims recorded for the file ``model``, else the folder's own)."""
+    from portable.hf.folder import is_folder_reference
+
+    if not is_folder_reference(spec):
+        loaded = load_spec(spec)
+        if weights:
+            load_weights(loaded.module, weights)
+        return loaded
+    from portable.hf.assets import recorded_source
+    from portable.hf.load import load_folder
+
+    source = recorded_source(model) if model is not None else {}
+    wanted = task if task not in (None, "model") else source.get("task")
+    shapes = [f"{name}={dim['value']}" for name, dim in (source.get("dims") or {}).items()]
+    found = load_folder(spec, wanted, shapes if wanted == source.get("task") else (), weights=weights)
+    return LoadedSpec(spec=spec, module=found.module, example_inputs=found.args or None, root=found.plan.folder.path)
 
 
 def load_weights(module: torch.nn.Module, path: str | Path) -> None:

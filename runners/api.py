@@ -31,6 +31,7 @@ from portable.runners.inputs import (
     InputSpec,
     OutputSpec,
     dims_from_examples,
+    draws,
     graph_io,
     int_ranges_from_examples,
     load_npz,
@@ -95,37 +96,42 @@ def _batches(specs: Sequence[InputSpec], batches: Sequence[int] | None) -> list[
 
 def _feeds(specs: Sequence[InputSpec], batches: list[int], inputs: str | Path | Feeds | None, seed: int,
            dims: Mapping[str, int], ints: IntRanges,
-           path: Path | None = None) -> tuple[dict[int, dict[str, np.ndarray]], str]:
+           path: Path | None = None) -> tuple[dict[int, dict[str, np.ndarray]], str, dict[str, str]]:
+    """The feeds per batch, where they came from, and how each seeded input was drawn (``setup.drawn``)."""
     if inputs is None:
         from portable.runners.constraints import constraints_of  # what the graph does with each input (issue 26)
 
-        limits = constraints_of(path) if path is not None else {}
-        return {b: make_feeds(specs, b, seed=seed, dims=dims, int_range=ints.default, int_ranges=ints.per_input,
-                              constraints=limits) for b in batches}, "seeded"
+        how: dict[str, Any] = {"int_range": ints.default, "int_ranges": ints.per_input, "observed": ints.observed,
+                               "constraints": constraints_of(path) if path is not None else {}}
+        said = {s.name: d.describe(s.dtype) for s, d in zip(specs, draws(specs, **how).values())}
+        return {b: make_feeds(specs, b, seed=seed, dims=dims, **how) for b in batches}, "seeded", said
     feeds = load_npz(inputs, specs) if isinstance(inputs, (str, Path)) else {s.name: np.asarray(inputs[s.name])
                                                                              for s in specs}
     first = next(iter(feeds.values()))
     batch = int(first.shape[0]) if first.ndim else 1
-    return {batch: feeds}, str(inputs) if isinstance(inputs, (str, Path)) else "given"
+    return {batch: feeds}, str(inputs) if isinstance(inputs, (str, Path)) else "given", {}
 
 
 @dataclass(frozen=True)
 class IntRanges:
-    """Where random integer inputs are drawn from: per input (by name), else ``default``."""
+    """Where random integer inputs are drawn from: given per input (by name); else what the graph does with
+    them (runners/constraints.py); else ``observed``, each example input's own range; else ``default``."""
 
     default: tuple[int, int]
     per_input: Mapping[str, tuple[int, int]]
+    observed: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, specs: Sequence[InputSpec], examples: Sequence[Any] | None, int_range: tuple[int, int] | None,
            int_ranges: Mapping[str, tuple[int, int]] | None) -> IntRanges:
-        """Given ranges first (by name, then one for all), else each example input's own range, so an
-        all-ones attention mask stays all ones and token ids stay in the vocabulary."""
+        """Given ranges first (by name, then one for all); the example inputs' own ranges unless one for all
+        is given."""
         found = {} if int_range is not None else int_ranges_from_examples(specs, examples)
-        return cls(int_range or DEFAULT_INT_RANGE, {**found, **(int_ranges or {})})
+        return cls(int_range or DEFAULT_INT_RANGE, dict(int_ranges or {}), found)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"default": list(self.default), **{name: list(r) for name, r in sorted(self.per_input.items())}}
+        return {"default": list(self.default), **{name: list(r) for name, r in sorted(self.observed.items())},
+                **{name: list(r) for name, r in sorted(self.per_input.items())}}
 
 
 def _plan(model_path: str | Path, examples: Sequence[Any] | None, options: CompareOptions) -> _Plan:
@@ -141,9 +147,9 @@ def _plan(model_path: str | Path, examples: Sequence[Any] | None, options: Compa
             raise UsageError("--device cuda: PyTorch sees no CUDA device here")
     all_dims = {**dims_from_examples(specs, examples), **(dims or {})}
     ints = IntRanges.of(specs, examples, int_range, options.int_ranges)
-    feeds, source = _feeds(specs, _batches(specs, options.batches), options.inputs, seed, all_dims, ints, path)
+    feeds, source, drawn = _feeds(specs, _batches(specs, options.batches), options.inputs, seed, all_dims, ints, path)
     setup = {"device": device, "seed": seed, "batches": sorted(feeds), "inputs": source,
-             "int_range": ints.to_dict(), "dims": all_dims}
+             "int_range": ints.to_dict(), "drawn": drawn, "dims": all_dims}
     return _Plan(path, specs, outputs, feeds, device, setup)
 
 
@@ -399,7 +405,7 @@ def compare(model_path: str | Path, reference_module: torch.nn.Module, options: 
     options = (options or CompareOptions()).with_(**fields) if fields else (options or CompareOptions())
     say = progress or (lambda _msg: None)
     plan = _plan(model_path, example_inputs, options)
-    table = options.table()
+    table = options.table(model_path)
     runners = _make_runners(plan, reference_module, _eps(options.providers, plan.device), options.compile_modes(),
                             options.tf32, example_inputs)
     plan.setup.update(_setup(options, runners))

@@ -10,6 +10,10 @@ like 1e-16 from a random-init network's zero-initialised head). Such a compariso
 a correct export from one that outputs zeros, so parity on it proves nothing: it is flagged
 (``degenerate``, a warning), not failed. ``rms_expected``/``rms_actual`` give each side's scale.
 
+A float output may be judged by a figure instead (a quantized file, ``--min-cosine``/``--min-sqnr``:
+:class:`portable.runners.budgets.Judge`): the mean cosine of its last-axis vectors, or its SQNR, at least a
+limit; the statistics are the same, and the verdict names the figure, its limit and why.
+
 Strings compare exactly: ``beyond`` counts the elements that differ, the zero-error bin those
 that agree, and the numeric statistics are NaN (null in JSON). ml_dtypes' types (bfloat16,
 float8, int4...) are compared as float64 like every number; :func:`comparable` widens them to
@@ -20,12 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from portable.runners.tolerances import Tolerance, ToleranceTable
+
+if TYPE_CHECKING:
+    from portable.runners.budgets import Judge
 
 __all__ = [
     "HISTOGRAM_EDGES",
@@ -43,7 +50,7 @@ __all__ = [
 HISTOGRAM_EDGES: tuple[int, ...] = tuple(range(-12, 4))
 
 
-def _clean(value: float) -> float | None:
+def _clean(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
@@ -248,21 +255,42 @@ class OutputComparison:
     tolerance: Tolerance
     stats: ErrorStats
     noise: NoiseFloor | None = None  # the float64 calibration, when the reference could run in float64
+    judge: Judge | None = None  # a figure judges instead of atol/rtol (a quantized file, --min-cosine/--min-sqnr)
+    measured: float | None = None  # the judge's figure, measured
 
     @property
     def passed(self) -> bool:
+        if self.judge is not None:
+            return self._sound and self.measured is not None and self.measured >= self.judge.limit
         return self.stats.passed or self._within_noise
 
     @property
-    def _within_noise(self) -> bool:
+    def _sound(self) -> bool:
         s = self.stats
-        sound = s.shape_mismatch is None and not s.nonfinite_actual and not s.nonfinite_expected
-        return sound and self.noise is not None and self.noise.passed
+        return s.shape_mismatch is None and not s.nonfinite_actual and not s.nonfinite_expected
+
+    @property
+    def _within_noise(self) -> bool:
+        return self._sound and self.noise is not None and self.noise.passed
 
     @property
     def judged_by(self) -> str:
-        """``tolerance`` (atol/rtol against the reference) or ``noise floor`` (float64 calibration)."""
+        """``tolerance`` (atol/rtol against the reference), ``noise floor`` (float64 calibration), or the judge's
+        figure (``cosine``, ``sqnr``)."""
+        if self.judge is not None:
+            return self.judge.figure
         return "noise floor" if not self.stats.passed and self._within_noise else "tolerance"
+
+    def judgement(self) -> str:
+        """Which figure judges this output, and why (one line of the report)."""
+        if self.judge is not None:
+            return f"output {self.output!r}: {self.judge.describe()}: {self.judge.why}"
+        if self.dtype == "string":
+            return f"output {self.output!r}: every string equal (strings compare exactly)"
+        floor = (f", or its error against float64 within {self.noise.factor:g}x the reference's own (the noise floor)"
+                 if self.noise is not None else "")
+        return (f"output {self.output!r}: max |diff| within atol/rtol {self.tolerance.describe()} "
+                f"({_source(self.tolerance)}){floor}")
 
     def verdict(self, actual: str, expected: str) -> str:
         """What was judged, which way, and by how much it cleared (or :meth:`problem` when it failed)."""
@@ -272,13 +300,16 @@ class OutputComparison:
         s, name = self.stats, f"output {self.output!r}"
         if self.dtype == "string":
             return f"{name} passes: every string equal"
+        if self.judge is not None:
+            return f"{name} passes {self.judge.describe()}: {_figure(self.judge, self.measured)} ({self.judge.why})"
         if self.judged_by == "noise floor" and self.noise is not None:
             n = self.noise
             return (f"{name} passes by the float64 noise floor: {actual}'s error {n.actual_error:.3g} is "
                     f"{n.ratio:.2g}x {expected} fp32's own {n.expected_error:.3g} (allowed {n.factor:g}x: cleared "
                     f"{_margin(n.actual_error / n.bound if n.bound else 0.0)}); {s.max_abs:.3g} apart, over "
                     f"atol/rtol {self.tolerance.describe()}")
-        return (f"{name} passes atol/rtol {self.tolerance.describe()}: max |diff| {s.max_abs:.3g}, cleared "
+        return (f"{name} passes atol/rtol {self.tolerance.describe()} ({_source(self.tolerance)}): "
+                f"max |diff| {s.max_abs:.3g}, cleared "
                 f"{_margin(s.bound_use)}")
 
     def problem(self, actual: str, expected: str) -> str | None:
@@ -293,6 +324,9 @@ class OutputComparison:
             return f"{name} has NaN/Inf ({s.nonfinite_actual} in {actual}, {s.nonfinite_expected} in {expected})"
         if self.dtype == "string":
             return f"{name} has {s.beyond} of {s.elements} strings unlike {expected}'s"
+        if self.judge is not None:
+            return (f"{name} has {_figure(self.judge, self.measured)}, under {self.judge.describe()} "
+                    f"({self.judge.why}; max |diff| {s.max_abs:.3g})")
         text = (f"{name} differs by up to {s.max_abs:.3g} ({s.beyond} of {s.elements} element(s) beyond "
                 f"atol/rtol {self.tolerance.describe()})")
         if self.noise is not None:
@@ -310,9 +344,24 @@ class OutputComparison:
                 f"{self.stats.rms_expected:.3g}: an all-zero output would pass {self.tolerance.describe()} too)")
 
     def to_dict(self) -> dict[str, Any]:
+        judge = None if self.judge is None else {"figure": self.judge.figure, "limit": self.judge.limit,
+                                                    "measured": _clean(self.measured), "why": self.judge.why}
         return {"output": self.output, "dtype": self.dtype, "passed": self.passed, "judged_by": self.judged_by,
-                "tolerance": self.tolerance.to_dict(), **self.stats.to_dict(), "warning": self.warning,
-                "noise_floor": self.noise.to_dict() if self.noise is not None else None}
+                "judgement": self.judgement(), "tolerance": self.tolerance.to_dict(), **self.stats.to_dict(),
+                "warning": self.warning, "noise_floor": self.noise.to_dict() if self.noise is not None else None,
+                "judge": judge}
+
+
+def _figure(judge: Judge, measured: float | None) -> str:
+    """``cosine 0.9951`` / ``SQNR 23.4 dB`` (``n/a`` when the shapes disagree)."""
+    if measured is None:
+        return f"{judge.figure} n/a"
+    return f"cosine {measured:.6g}" if judge.figure == "cosine" else f"SQNR {measured:.3g} dB"
+
+
+def _source(tolerance: Tolerance) -> str:
+    """Why these atol/rtol: the dtype's default (measured, runners/tolerances.py), a runtime's row, or the user's."""
+    return "given (--atol/--rtol)" if tolerance.source == "user" else tolerance.source
 
 
 @dataclass(frozen=True)
@@ -382,10 +431,20 @@ def compare_outputs(actual: tuple[str, Sequence[np.ndarray]], expected: tuple[st
     exacts: Sequence[np.ndarray | None] = exact if exact is not None else [None] * len(names)
     shifted = exact_actual if exact_actual is not None and len(exact_actual) == len(names) else exacts
     for name, dtype, a, e, x, xa in zip(names, dtypes, a_out, e_out, exacts, shifted):
-        tol = tolerances.for_output(name, dtype)
-        stats = compare_arrays(np.asarray(a), np.asarray(e), tol)
-        # the dtype's default, or a runtime's own default row (runners/runtimes.py): never a user's or tf32's bound
-        calibrate = x is not None and dtype == "float32" and tol.source.startswith("default float32")
-        noise = noise_floor(np.asarray(a), np.asarray(e), np.asarray(x), xa) if calibrate else None
-        rows.append(OutputComparison(name, dtype, tol, stats, noise))
+        rows.append(_output(name, dtype, np.asarray(a), np.asarray(e), tolerances, x, xa))
     return PairComparison(a_name, e_name, batch, tuple(rows))
+
+
+def _output(name: str, dtype: str, a: np.ndarray, e: np.ndarray, tolerances: ToleranceTable, x: Any,
+            xa: Any) -> OutputComparison:
+    """One output: its statistics, judged by its figure when one applies, else by atol/rtol (calibrated)."""
+    judge = tolerances.judge(name, dtype, e)
+    tol = tolerances.for_output(name, dtype)
+    tol = replace(tol, figure=judge.describe()) if judge is not None else tol
+    stats = compare_arrays(a, e, tol)
+    if judge is not None:
+        return OutputComparison(name, dtype, tol, stats, None, judge,
+                                judge.measure(a, e) if stats.shape_mismatch is None else None)
+    # the dtype's default, or a runtime's own default row (runners/runtimes.py): never a user's or tf32's bound
+    calibrate = x is not None and dtype == "float32" and tol.source.startswith("default float32")
+    return OutputComparison(name, dtype, tol, stats, noise_floor(a, e, np.asarray(x), xa) if calibrate else None)

@@ -4,10 +4,12 @@ Feeds are made once per batch size and handed to every runner, so all runners se
 same bytes: floats from a standard normal, integers uniform in ``[low, high)`` (cut to what
 the type holds), bools fair coin flips, strings seeded words of 1-8 letters and digits; or
 the user's ``.npz`` (keys are input names, or ``arr_0``... in input order).
-Integer ranges are per input: given (``--int-range NAME=LOW:HIGH``), else the example
-input's own ``[min, max + 1)`` (an all-ones attention mask stays all ones, token ids stay
-in their vocabulary), else one range for all. ``portable export``'s verify uses the same
-generator, so the two give the same numbers on the same model, batch and seed.
+Integer inputs are drawn per input (:func:`draws`, which the reports quote): a range given
+(``--int-range NAME=LOW:HIGH``); else what the graph does with the input
+(:mod:`portable.runners.constraints`: token ids over their whole embedding table, a padding
+mask as real padding, each row ones then zeros); else the example input's own
+``[min, max + 1)``; else one range for all. ``portable export``'s verify uses the same
+generator and the same analysis, so the two give the same numbers on the same model, batch and seed.
 
 The types NumPy lacks come as ml_dtypes arrays (onnx's own mapping: float8, float4, int4/uint4,
 int2/uint2; bfloat16 is drawn in float32 for the runners, PyTorch reading no ml_dtypes array,
@@ -29,14 +31,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from portable.errors import InputError, UsageError
+from portable.runners.constraints import MASK_DRAW
 
 if TYPE_CHECKING:
     from portable.runners.constraints import Constraint
 
-__all__ = ["STRING", "as_declared", "device_value", "dims_from_examples", "from_ort_value", "graph_io", "host_array",
-           "InputSpec", "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz", "make_feeds",
-           "numpy_dtype", "ort_value", "OutputSpec", "parse_dims", "parse_int_range", "parse_int_ranges",
-           "run_onnxruntime", "tensor_leaves"]
+__all__ = ["MASK_DRAW", "STRING", "Draw", "as_declared", "device_value", "dims_from_examples", "draws", "from_ort_value",
+           "graph_io", "host_array", "InputSpec", "int_ranges_from_examples", "io_of_proto", "is_ml_dtype", "load_npz",
+           "make_feeds", "numpy_dtype", "ort_value", "OutputSpec", "padding_mask", "parse_dims", "parse_int_range",
+           "parse_int_ranges", "run_onnxruntime", "tensor_leaves"]
 
 Dim = int | str | None
 STRING = "string"  # the dtype name of a string tensor; NumPy holds it as an object array
@@ -198,25 +201,91 @@ def _strings(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return np.array(words, dtype=object).reshape(shape)
 
 
+@dataclass(frozen=True)
+class Draw:
+    """How one input's seeded values are drawn, and why (the reports say it: :meth:`describe`)."""
+
+    ints: tuple[int, int] | None = None  # integers in [low, high), when the input is an integer one
+    floats: tuple[float, float] | None = None  # uniform in [low, high); None: standard normal
+    mask: bool = False  # a padding mask: each row ones then zeros (:func:`padding_mask`)
+    why: str = ""
+
+    def describe(self, dtype: str) -> str:
+        """``integers in [0, 1000): indices of Gather 'g' into axis 0 of size 1000``, ``standard normal``..."""
+        if self.mask:
+            return f"{MASK_DRAW}: {self.why}"
+        if dtype == STRING:
+            return "seeded words of 1-8 letters and digits"
+        if dtype == "bool":
+            return "fair coin flips"
+        if numpy_dtype(dtype).kind in "iu" and self.ints is not None:
+            return f"integers in [{self.ints[0]}, {self.ints[1]}): {self.why}"
+        if self.floats is not None:
+            return f"uniform in [{self.floats[0]:g}, {self.floats[1]:g}): {self.why}"
+        return "standard normal"
+
+    def to_dict(self, dtype: str) -> dict[str, Any]:
+        return {"drawn": self.describe(dtype), "range": list(self.ints) if self.ints else None, "mask": self.mask}
+
+
+def draws(specs: Sequence[InputSpec], *, int_range: tuple[int, int] = (0, 10),
+          int_ranges: Mapping[str, tuple[int, int]] | None = None,
+          constraints: Mapping[str, Sequence[Constraint]] | None = None,
+          observed: Mapping[str, tuple[int, int]] | None = None) -> dict[str, Draw]:
+    """How :func:`make_feeds` draws each input. An integer input: from ``int_ranges[name]`` when given (the
+    user's ``--int-range NAME=``); else as its ``constraints`` say (:mod:`portable.runners.constraints`: a
+    padding mask, or the range its consumers allow); else from ``observed[name]`` (the example input's own
+    range); else from ``int_range``. A float input with a constraint (a ``Resize``'s scales): uniformly in it."""
+    given, seen, limits = int_ranges or {}, observed or {}, constraints or {}
+    return {s.name: _draw(s.name, given.get(s.name), limits.get(s.name, ()), seen.get(s.name), int_range)
+            for s in specs}
+
+
+def _draw(name: str, given: tuple[int, int] | None, found: Sequence[Constraint], seen: tuple[int, int] | None,
+          default: tuple[int, int]) -> Draw:
+    ints, floats = _constrained(name, found)
+    reasons = "; ".join(c.why for c in found)
+    if given is not None:
+        return Draw(given, floats, why="given (--int-range)")
+    if any(c.mask for c in found):
+        return Draw((0, 2), mask=True, why="; ".join(c.why for c in found if c.mask))
+    if ints is not None:
+        return Draw(ints, floats, why=reasons)
+    if seen is not None:
+        return Draw(seen, floats, why="the example input's own range")
+    return Draw(default, floats, why=reasons or "the range for every integer input")
+
+
 def make_feeds(specs: Sequence[InputSpec], batch: int, *, seed: int = 0, dims: Mapping[str, int] | None = None,
                int_range: tuple[int, int] = (0, 10),
                int_ranges: Mapping[str, tuple[int, int]] | None = None,
-               constraints: Mapping[str, Sequence[Constraint]] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for one batch size; the same seed and batch always give the same bytes.
-
-    An integer input is drawn from ``int_ranges[name]`` when given, else from the range its
-    ``constraints`` allow (:mod:`portable.runners.constraints`: what its consumers do with it), else from
-    ``int_range``; a float input with a constraint (a ``Resize``'s scales) uniformly in its range.
-    A symbol at dim 0 of an input is the batch wherever it appears (a cache's ``batch_size`` at dim 1).
+               constraints: Mapping[str, Sequence[Constraint]] | None = None,
+               observed: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for one batch size; the same seed and batch always give the same bytes, each input
+    drawn as :func:`draws` says. A symbol at dim 0 of an input is the batch wherever it appears (a cache's
+    ``batch_size`` at dim 1).
     """
     rng = np.random.default_rng([seed, batch])
-    ranges = int_ranges or {}
     sizes = {**{s.shape[0]: batch for s in specs if s.shape and isinstance(s.shape[0], str)}, **(dims or {})}
+    how = draws(specs, int_range=int_range, int_ranges=int_ranges, constraints=constraints, observed=observed)
     feeds = {}
     for s in specs:
-        ints, floats = _constrained(s.name, (constraints or {}).get(s.name, ()))
-        feeds[s.name] = _random(rng, s.dtype, s.resolve(batch, sizes), ranges.get(s.name, ints or int_range), floats)
+        draw, shape = how[s.name], s.resolve(batch, sizes)
+        if draw.mask:
+            feeds[s.name] = padding_mask(rng, s.dtype, shape)
+        else:
+            feeds[s.name] = _random(rng, s.dtype, shape, draw.ints or int_range, draw.floats)
     return feeds
+
+
+def padding_mask(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Real padding: along the last axis each row holds ones then zeros, ``1..L-1`` ones (at least one of
+    each, so neither a mask that keeps ones nor one that masks them leaves a row empty; a row of one: 1)."""
+    length = shape[-1] if shape else 1
+    rows = int(np.prod(shape[:-1])) if shape else 1
+    kept = rng.integers(1, max(length, 2), size=rows)
+    mask = np.arange(length)[None, :] < kept[:, None]
+    return mask.reshape(shape).astype(np.float32 if dtype == "bfloat16" else numpy_dtype(dtype))
 
 
 def _constrained(name: str, found: Sequence[Constraint]) -> tuple[tuple[int, int] | None, tuple[float, float] | None]:

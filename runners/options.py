@@ -14,7 +14,7 @@ from typing import Any
 
 from portable.errors import UsageError
 from portable.runners.base import Feeds
-from portable.runners.budgets import ErrorBudget, LatencyBudget
+from portable.runners.budgets import ErrorBudget, LatencyBudget, with_figures
 from portable.runners.timing import TimingConfig
 from portable.runners.tolerances import ToleranceTable
 from portable.runners.torch_runners import COMPILE_MODES
@@ -44,6 +44,8 @@ class CompareOptions:
     reference_name: str = ""
     latency_budgets: tuple[LatencyBudget, ...] = ()
     error_budgets: tuple[ErrorBudget, ...] = ()
+    min_cosine: float | None = None  # float outputs judged by cosine / SQNR (runners/budgets.py: Figures)
+    min_sqnr: float | None = None
 
     def __post_init__(self) -> None:
         if self.timing is None and self.latency_budgets:
@@ -62,11 +64,13 @@ class CompareOptions:
                              f"(choose from {', '.join(COMPILE_MODES)}, comma-separated)")
         return list(dict.fromkeys(modes))
 
-    def table(self) -> ToleranceTable:
-        """The tolerances, in this run's numerics mode."""
+    def table(self, model: str | Path | None = None) -> ToleranceTable:
+        """The tolerances, in this run's numerics mode; with ``model``, the figures that judge its float outputs
+        instead (a quantized file's manifest, ``min_cosine``/``min_sqnr``)."""
         from dataclasses import replace
 
-        return replace(self.tolerances or ToleranceTable(), tf32=self.tf32)
+        table = replace(self.tolerances or ToleranceTable(), tf32=self.tf32)
+        return with_figures(table, model, self.min_cosine, self.min_sqnr) if model is not None else table
 
     def with_(self, **changes: Any) -> CompareOptions:
         from dataclasses import replace

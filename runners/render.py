@@ -11,11 +11,11 @@ from typing import Any
 
 from portable.runners.report import CompareReport
 
-__all__ = ["latency_rows", "markdown_table", "options_rows", "parity_rows", "render_markdown", "render_rich",
-           "speedup_table"]
+__all__ = ["judged_lines", "latency_rows", "markdown_table", "options_rows", "parity_rows", "render_markdown",
+           "render_rich", "speedup_table"]
 
 PARITY_HEADER = ("pair", "batch", "output", "max abs", "max rel", "mean abs", "p99 abs", "cosine",
-                 "beyond tol", "non-finite", "atol/rtol", "result")
+                 "beyond tol", "non-finite", "judged by (atol/rtol or figure)", "result")
 LATENCY_HEADER = ("runner", "batch", "p50 ms", "p90 ms", "p99 ms", "mean ms", "stdev ms", "CV", "samples/s",
                   "back-to-back ms/call", "iters", "rounds", "warm-up", "peak mem", "memory measured as",
                   "first result s")
@@ -54,6 +54,14 @@ def _verdict(out: Any) -> str:
     if not out.passed:
         return f"FAIL{': ' + out.stats.shape_mismatch if out.stats.shape_mismatch else ''}"
     return f"pass, degenerate (rms {_num(out.stats.rms_expected)})" if out.warning else "pass"
+
+
+def judged_lines(report: CompareReport) -> list[str]:
+    """Which figure judges each output and why (atol/rtol and its source, or cosine/SQNR and its budget), once
+    per distinct judgement; then how each seeded input was drawn."""
+    lines = list(dict.fromkeys(f"judged: {o.judgement()}" for pair in report.parity for o in pair.outputs))
+    drawn = report.setup.get("drawn") or {}
+    return lines + [f"input {name!r}: {how}" for name, how in drawn.items()]
 
 
 def parity_warnings(report: CompareReport) -> list[str]:
@@ -141,6 +149,8 @@ def render_rich(report: CompareReport, console: Any) -> None:
     if options_rows(report):
         console.print(table("ONNX Runtime provider options", OPTIONS_HEADER, options_rows(report)))
     console.print(table("Parity", PARITY_HEADER, parity_rows(report)))
+    for line in judged_lines(report):
+        console.print(escape(line))
     if report.latency:
         console.print(table("Latency", LATENCY_HEADER, latency_rows(report)))
         console.print(table("Eager vs compiled vs ONNX Runtime", *speedup_table(report)))
@@ -186,6 +196,7 @@ def render_markdown(report: CompareReport, plots: Sequence[tuple[str, str]] = ()
              *(["## ONNX Runtime provider options", "", markdown_table(OPTIONS_HEADER, options_rows(report)), ""]
                if options_rows(report) else []),
              "## Parity", "", markdown_table(PARITY_HEADER, parity_rows(report)), "",
+             *[f"- {line}" for line in judged_lines(report)], *([""] if judged_lines(report) else []),
              *[f"- warning: {w}" for w in parity_warnings(report)], *([""] if parity_warnings(report) else [])]
     parts += [f"- warning: {w}" for w in report.timing_warnings] + ([""] if report.timing_warnings else [])
     if report.latency:

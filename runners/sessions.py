@@ -18,6 +18,12 @@ The other runtimes' loaders live here too, one per runtime, for their runner and
 alike: :func:`openvino_model` (``Core.read_model``) and :func:`openvino_compiled` (``Core.compile_model``),
 :func:`tract_model` (``tract.onnx().load(path).into_model()``). Each imports its (optional) runtime when
 called and words its refusal once, as :class:`LoadFailed`.
+
+A *plugin* execution provider (ONNX Runtime's EP ABI: a library shipped in its own package, such as
+``onnxruntime-qnn``'s QNN EP) is registered with ONNX Runtime once per process
+(``register_execution_provider_library``) and given to the session through the devices it reports
+(``get_ep_devices``, ``SessionOptions.add_provider_for_devices``): :data:`PLUGINS` names each one's package.
+:func:`qnn_htp` is the spec of a session on the QNN EP's HTP backend (on x86-64: Qualcomm's HTP simulator).
 """
 
 from __future__ import annotations
@@ -38,11 +44,15 @@ from typing import Any
 from portable.errors import one_line
 from portable.runners.base import RunnerFailed
 
-__all__ = ["CPU", "ERROR", "FATAL", "LoadFailed", "SessionFailed", "SessionSpec", "fallback_reason", "openvino_compiled",
-           "openvino_model", "session_from_onnx", "tract_message", "tract_model"]
+__all__ = ["CPU", "ERROR", "FATAL", "PLUGINS", "QNN", "LoadFailed", "SessionFailed", "SessionSpec", "fallback_reason",
+           "openvino_compiled", "openvino_model", "qnn_htp", "qnn_version", "session_from_onnx", "tract_message", "tract_model",
+           "what_ort_says"]
 
 CPU = "CPUExecutionProvider"
 ERROR, FATAL = 3, 4  # ONNX Runtime's severity levels (0 verbose ... 4 fatal)
+QNN = "QNNExecutionProvider"
+# plugin execution provider -> the package that ships its library (its module's get_library_path())
+PLUGINS: dict[str, str] = {QNN: "onnxruntime_qnn"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,9 @@ class SessionSpec:
     memory_arena: bool = True  # False for a session that is never run (PORT014)
     profile_prefix: str | None = None
     config_entries: Mapping[str, str] = field(default_factory=dict)  # e.g. session.record_ep_graph_assignment_info
+    # symbolic dims fixed by ONNX Runtime when it loads the graph (add_free_dimension_override_by_name): the
+    # session answers for the model at that size, as a copy with the dim fixed would
+    free_dims: Mapping[str, int] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> SessionSpec:
         return replace(self, **changes)
@@ -93,10 +106,47 @@ def session_options(spec: SessionSpec) -> Any:
     options.enable_cpu_mem_arena = spec.memory_arena
     for key, value in spec.config_entries.items():
         options.add_session_config_entry(key, value)
+    for symbol, size in spec.free_dims.items():
+        options.add_free_dimension_override_by_name(symbol, size)
     if spec.profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = spec.profile_prefix
+    if spec.provider in PLUGINS:
+        options.add_provider_for_devices(_plugin_devices(spec.provider), dict(spec.provider_options))
     return options
+
+
+_REGISTERED: set[str] = set()
+
+
+def _plugin_devices(provider: str) -> list[Any]:
+    """The devices a plugin execution provider reports, its library registered with ONNX Runtime on first use
+    (once per process: a second registration of the same name is an error); :class:`LoadFailed` when its package
+    is not installed or it reports no device."""
+    import onnxruntime as ort
+
+    module = _runtime(PLUGINS[provider], hint=f"pip install 'portable-onnx[{provider.removesuffix('ExecutionProvider').lower()}]'")
+    if provider not in _REGISTERED:
+        ort.register_execution_provider_library(provider, module.get_library_path())
+        _REGISTERED.add(provider)
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == provider]
+    if not devices:
+        raise LoadFailed(f"{provider} reports no device", RuntimeError("get_ep_devices() lists none"))
+    return devices
+
+
+def qnn_version() -> str:
+    """``onnxruntime-qnn 2.7.0 (QAIRT 2.51.0)``: the QNN EP's package and the Qualcomm SDK its wheel ships."""
+    info = _runtime(PLUGINS[QNN], hint="pip install 'portable-onnx[qnn]'").build_and_package_info
+    return f"onnxruntime-qnn {info.__version__} (QAIRT {getattr(info, 'qnn_version', '?')})"
+
+
+def qnn_htp(**changes: Any) -> SessionSpec:
+    """A session on onnxruntime-qnn's QNN EP with its HTP backend (``backend_path``: the wheel's ``libQnnHtp.so``;
+    on x86-64 the HTP simulator, which validates each node with Qualcomm's op definitions and runs the NPU's
+    arithmetic); ``changes`` as :meth:`SessionSpec.with_`. :class:`LoadFailed` when the package is not installed."""
+    module = _runtime(PLUGINS[QNN], hint="pip install 'portable-onnx[qnn]'")
+    return SessionSpec(QNN, {"backend_path": module.get_qnn_htp_path()}).with_(**changes)
 
 
 def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec(), *,  # noqa: B008 - frozen
@@ -107,14 +157,23 @@ def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec
     ``spec.log_severity``, kept from the user either way), for a caller that reads its placements."""
     import onnxruntime as ort
 
+    if spec.provider == QNN and said is None:
+        # QNN's HTP backend takes its log level from the process's first QNN session and keeps it: a first session
+        # at ERROR would leave a later live check (validators/targets/htp.py) without the HTP's own reasons. Every
+        # QNN session logs at VERBOSE, into a list dropped here (measured: the refusal words of Asin were lost).
+        spec, said = spec.with_(log_severity=0), []
     # provider-library messages too; below ERROR only for a caller that reads them
-    ort.set_default_logger_severity(spec.log_severity if said is not None else max(spec.log_severity, ERROR))
+    caller_reads = said is not None
+    ort.set_default_logger_severity(spec.log_severity if caller_reads else max(spec.log_severity, ERROR))
     source = str(model) if isinstance(model, Path) else model
     said = [] if said is None else said
     try:
-        with _what_ort_says(said):
-            session = ort.InferenceSession(source, session_options(spec),
-                                           providers=[(spec.provider, dict(spec.provider_options))])
+        with what_ort_says(said, spec.log_severity if caller_reads else ERROR):
+            options = session_options(spec)
+            providers = None if spec.provider in PLUGINS else [(spec.provider, dict(spec.provider_options))]
+            session = ort.InferenceSession(source, options, providers=providers)
+    except LoadFailed:
+        raise
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidGraph/NotImplemented types
         detail = _without_path(" ".join(str(exc).split()), source)
         raise SessionFailed(f"{_provider(spec)} cannot load {what}: {one_line(exc, limit=400, typed=False)}",
@@ -129,20 +188,32 @@ def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec
 
 
 @contextlib.contextmanager
-def _what_ort_says(said: list[str]) -> Iterator[None]:
-    """Collect what ONNX Runtime writes while a session is made, instead of letting it reach the user:
-    its C++ log on file descriptor 2 (where a provider library that cannot load is named, e.g. TensorRT's
-    missing ``libnvinfer.so.10``), its Python fallback notice on stdout ("EP Error ... Falling back") and
-    its warnings ("Specified provider ... is not in available provider names")."""
+def what_ort_says(said: list[str], severity: int = ERROR) -> Iterator[None]:
+    """Collect what ONNX Runtime writes while a session is made (or run, or released), instead of letting it reach
+    the user: its log through its own Python logging callback (``onnxruntime.set_default_logger_callback``, at
+    ``severity``: a provider's messages, one per entry, ``FILE:LINE FUNCTION message``), and whatever is written
+    on file descriptors 1 and 2 (messages from threads Python does not know, which ONNX Runtime sends to its
+    platform sink; a native library's own prints; a provider library that cannot load, e.g. TensorRT's missing
+    ``libnvinfer.so.10``), its Python fallback notice on stdout ("EP Error ... Falling back") and its warnings
+    ("Specified provider ... is not in available provider names"). The default logger is back at ERROR after."""
+    import onnxruntime as ort
+
+    callback = getattr(ort, "set_default_logger_callback", None)  # onnxruntime >= 1.32
     with tempfile.TemporaryFile(mode="w+b") as log, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         printed = io.StringIO()
-        saved = _redirect_fd(2, log.fileno())
+        saved = (_redirect_fd(1, log.fileno()), _redirect_fd(2, log.fileno()))
+        if callback is not None and severity < ERROR:
+            callback(lambda _sev, _cat, _id, where, message: said.append(f"{where} {message}"), severity)
         try:
             with contextlib.redirect_stdout(printed):
                 yield
         finally:
-            _restore_fd(2, saved)
+            if callback is not None and severity < ERROR:
+                callback(None, ERROR)
+            ort.set_default_logger_severity(ERROR)
+            _restore_fd(2, saved[1])
+            _restore_fd(1, saved[0])
             log.seek(0)
             said.extend([log.read().decode("utf-8", "replace"), printed.getvalue()])
             said.extend(str(w.message) for w in caught)
@@ -151,6 +222,7 @@ def _what_ort_says(said: list[str]) -> Iterator[None]:
 def _redirect_fd(fd: int, target: int) -> int | None:
     """Point ``fd`` at ``target``; the saved copy to restore (None where ``fd`` is not open)."""
     try:
+        sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(fd)
     except OSError:
@@ -204,12 +276,12 @@ class LoadFailed(RunnerFailed):
         self.message, self.error = message, error
 
 
-def _runtime(package: str) -> Any:
+def _runtime(package: str, hint: str = "make targets-venv") -> Any:
     """The optional runtime's module, imported now; :class:`LoadFailed` saying how to install it when absent."""
     try:
         return importlib.import_module(package)
     except ImportError as exc:
-        raise LoadFailed(f"{package} is not installed (make targets-venv)", exc) from None
+        raise LoadFailed(f"{package} is not installed ({hint})", exc) from None
 
 
 def openvino_model(path: str | Path) -> tuple[Any, Any]:

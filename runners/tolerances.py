@@ -41,11 +41,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portable.errors import UsageError
 
-__all__ = ["DEFAULT_TOLERANCES", "TF32_TOLERANCE", "Tolerance", "ToleranceTable", "parse_overrides"]
+if TYPE_CHECKING:
+    import numpy as np
+
+    from portable.runners.budgets import Figures, Judge
+
+__all__ = ["DEFAULT_TOLERANCES", "FLOAT_DTYPES", "TF32_TOLERANCE", "Tolerance", "ToleranceTable", "parse_overrides"]
 
 
 @dataclass(frozen=True)
@@ -54,12 +59,15 @@ class Tolerance:
     rtol: float
     source: str = "default"
     atol_rms: float = 0.0  # a further absolute allowance, in units of the expected output's RMS
+    figure: str = ""  # set when a figure judges the output instead (``cosine >= 0.99``: runners/budgets.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def describe(self) -> str:
-        """``atol/rtol``, with ``+K*rms`` after atol when the RMS term is on."""
+        """``atol/rtol``, with ``+K*rms`` after atol when the RMS term is on; the figure when one judges."""
+        if self.figure:
+            return self.figure
         rms = f"+{self.atol_rms:g}*rms" if self.atol_rms else ""
         return f"{self.atol:g}{rms}/{self.rtol:g}"
 
@@ -77,6 +85,7 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float4_e2m1fn": Tolerance(0.5, 0.5, "default float4_e2m1fn (1 ulp)"),
 }
 TF32_TOLERANCE = Tolerance(5e-2, 5e-2, "tf32 float32")
+FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16"})  # what a figure (cosine, SQNR) can judge
 EXACT = Tolerance(0.0, 0.0, "exact (integer/bool/string)")
 
 
@@ -92,11 +101,20 @@ class ToleranceTable:
     atol: float | None = None
     rtol: float | None = None
     per_output: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    figures: Figures | None = None  # float outputs judged by cosine or SQNR instead (an int8 file; --min-cosine)
 
     @property
     def given(self) -> bool:
         """Whether the user gave ``--atol``/``--rtol`` (for all outputs or one): judged alone, as asked."""
         return self.atol is not None or self.rtol is not None or bool(self.per_output)
+
+    def judge(self, name: str, dtype: str, expected: np.ndarray) -> Judge | None:
+        """The figure that judges this output instead of atol/rtol (None: atol/rtol). The user's ``--min-cosine``/
+        ``--min-sqnr`` come first, then the user's ``--atol``/``--rtol``, then a quantized file's manifest."""
+        if self.figures is None or dtype not in FLOAT_DTYPES:
+            return None
+        user = self.atol is not None or self.rtol is not None or name in self.per_output
+        return None if user and not self.figures.given else self.figures.judge(name, expected)
 
     def for_output(self, name: str, dtype: str) -> Tolerance:
         base = self._default(dtype)

@@ -40,26 +40,28 @@ def spec_of(name: str) -> str:
 def runner_spec(name: str) -> str:
     """A SPEC for ``compare --reference``: the callable ``name`` of tests/runners/runner_models.py."""
     return f"{ROOT / 'tests' / 'runners' / 'runner_models.py'}:{name}"
+def _loaded(name: str, path: Path):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def fixture_module(model: str):
+    """``fixtures/models/MODEL.py`` as a module, loaded on first use."""
+    return _loaded(f"portable_{model}_fixtures", FIXTURES / "models" / f"{model}.py")
+
+
+def photos():
+    """``fixtures/photos.py`` (crops of scikit-image's photos, calibration and held-out splits), loaded on first use."""
+    return _loaded("portable_photo_fixtures", FIXTURES / "photos.py")
+
+
 def tiny_llm():
     """``fixtures/models/tiny_llm.py`` as a module (its ``build(family, seed=...)``), loaded on first use (torch)."""
-    name = "portable_tiny_llm_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / "tiny_llm.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def fixture_module(relative: str):
-    """``fixtures/RELATIVE`` (a .py file, e.g. ``photos.py``) as a module, loaded once."""
-    name = "portable_fixture_" + relative.replace("/", "_").removesuffix(".py")
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / relative)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return fixture_module("tiny_llm")
 
 
 ML_PROGRAM = "coreml_supported_mlprogram_ops.md"
@@ -77,3 +79,12 @@ def checker_partitions(path: Path) -> int:
     finally:
         onnx.NodeProto.__hash__ = saved  # the checker makes every NodeProto hashable by id()
     return int(info.num_partitions)
+
+
+def load_fixture(relative: str, name: str | None = None):
+    """A fixture module by its path under ``fixtures/`` (``models/minilm.py``, ``sentences.py``)."""
+    spec = importlib.util.spec_from_file_location(name or f"portable_{Path(relative).stem}_fixture", FIXTURES / relative)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

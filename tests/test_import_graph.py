@@ -164,7 +164,8 @@ FORBIDDEN = (("portable.validators", "portable.exporters"), ("portable.runners",
              ("portable.validators", "portable.runners"), ("portable.runners", "portable.repair"),
              ("portable.exporters", "portable.repair"), ("portable.validators", "portable.repair"))
 ALLOWED = {("portable.validators.rules.port014_ort_session", "portable.runners.sessions"),
-           ("portable.validators.targets.live", "portable.runners.sessions")}
+           ("portable.validators.targets.live", "portable.runners.sessions"),
+           ("portable.validators.targets.htp", "portable.runners.sessions")}
 
 
 def crossings(graph: Graph) -> list[str]:

@@ -78,6 +78,7 @@ class ModelSummary:
             "initializers": {"count": self.initializers, "bytes": self.initializer_bytes},
             "portable": {"ok": self.report.ok, "verdict": self.verdict(), "counts": self.report.counts,
                          "rules": sorted({f.rule_id for f in self.report.failing()})},
+            **({"targets": [t.to_dict() for t in self.report.targets]} if self.report.targets else {}),
         }
 
 

@@ -1,4 +1,11 @@
-"""``docs/zoo.md`` and ``docs/zoo.json`` from the cached per-model records."""
+"""``docs/zoo.md`` and ``docs/zoo.json`` from the zoo fleet's results (``make zoo``).
+
+    python -m bench.zoo.report out/zoo/fleet
+
+Each model's record is put together from its fleet records: the ``export`` step (portable's ``--batch dynamic``
+file), the ``validate`` step (every target's offline verdict) and the ``zoo`` step (:mod:`bench.zoo.step`).
+The per-target table is ``portable fleet report``'s own (:func:`portable.fleet.render.target_table`).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.zoo.measure import DEGENERATE_RMS, degenerate
-from bench.zoo.registry import PORTABLE, TARGETS
+from bench.zoo.registry import PORTABLE, TARGETS, Entry, entries
+from portable.fleet.records import StepRecord
+from portable.fleet.store import Store
 from portable.validators.targets import TARGETS as TARGET_NAMES  # the one registry, in its order
 from portable.validators.targets import load_profile
 
@@ -27,6 +36,8 @@ def outcome(rec: dict[str, Any], key: str = "dynamic") -> str:
         return f"crashed: {rec['crashed']}"
     run = rec[key]
     if not run["ok"]:
+        if run["kind"] == "crashed":
+            return f"crashed: {run['message']}"
         if run["kind"] != "refused":
             return "internal error"
         if run.get("parity") and not run["parity"]["ok"]:  # the findings are only infos then
@@ -43,7 +54,7 @@ def outcome(rec: dict[str, Any], key: str = "dynamic") -> str:
 
 
 def _degenerate(parity: dict[str, Any]) -> list[dict[str, Any]]:
-    """The outputs too small for the parity check to mean anything (recomputed: the cache keeps the RMS)."""
+    """The outputs too small for the parity check to mean anything (recomputed: the records keep the RMS)."""
     return [o for o in parity.get("outputs", []) if degenerate(o["rms"])]
 
 
@@ -182,24 +193,25 @@ Real architectures from the libraries' own model code (torchvision, timm, transf
 weights (seed 0; every parameter a library initialises to exact zeros is redrawn and BatchNorm's
 statistics are set from the example, `bench/zoo/weights.py`, so that outputs are not degenerate and
 graphs carry no `x + 0` a trained model would not have), small configs where the default is large,
-through the public API
-(`portable.export`, `portable.validate`, `portable.compare`). Per model, in its own subprocess
-(timeout 600 s): a bare `torch.onnx.export(dynamo=True, opset_version=18)` with a dynamic batch
-(the baseline) and onnxsim 0.8.1 on it; `portable.export` with `--batch dynamic` and `--batch 1`
-(each validated and verified by the export); on portable's file `portable.validate`, onnxsim
-(the count it still removes: should be 0; negative where onnxsim gives more nodes than it was
-given), `Identity` count, ORT-vs-eager parity on inputs drawn
+each a SPEC (`bench/zoo/specs.py`, its inputs named as the registry names them). The zoo is a fleet
+(`bench/zoo/zoo.toml`, docs/fleet.md): per model, each step in a process of its own (time limit 900 s),
+its record kept in `out/zoo/fleet`: `export` (`portable export SPEC --batch dynamic`, validated and
+verified), `validate` (every target's offline verdict, below) and `zoo`, the zoo's own measuring
+(`bench/zoo/step.py`): a bare `torch.onnx.export(dynamo=True, opset_version=18)` with a dynamic batch
+(the baseline) and onnxsim 0.8.1 on it; `portable.export` with `--batch 1`; on portable's files
+`portable.validate`, onnxsim (the count it still removes: should be 0; negative where onnxsim gives more
+nodes than it was given), `Identity` count, ORT-vs-eager parity on inputs drawn
 per input from the example's own range (ids in the vocabulary, an all-ones mask stays all ones),
 and `portable.compare --device cpu` (eager only, no latency) at batch 1 and 3 with its default
 inputs. An output whose RMS is below 1e-4 (fp32's absolute tolerance) is **degenerate**: any
 runtime's result would pass parity on it, so it does not count as a pass. Outcome columns:
 `portable` (exported, validate clean, verify and compare pass, no degenerate output), `refused:
-RULE` (ExportFailed, nothing written), `internal error` (an exception other than ExportFailed:
-exit 3), `crashed` (the subprocess died or timed out).
+RULE` (the export refused, nothing written), `internal error` (any other failure of the export: exit 2
+or 3), `crashed` (the export's or the zoo step's process died, timed out or went over its memory cap).
 
     make zoo-venv                    # torchvision --no-deps, then the zoo extra; torch stays 2.13.0+cpu
-    make zoo                         # every model; the cache is out/zoo/cache/NAME.json
-    make zoo ONLY=hf_bert,hf_gpt2    # a subset re-run; this table is rebuilt from the whole cache
+    make zoo                         # every model not done yet (a rerun does only what changed); JOBS=2: two at once
+    make zoo ONLY=hf_bert,hf_gpt2    # those models; this page is rebuilt from every record in out/zoo/fleet
 """
 
 
@@ -219,52 +231,10 @@ def _targets_about() -> str:
     return TARGETS_ABOUT.format(stops=stops)
 
 
-def _target_cell(target: dict[str, Any] | None) -> str:
-    if not target:
-        return "–"
-    nodes, done = target["nodes"], target["supported"]
-    fallback = target["fallback"]
-    if target.get("fixed_batch"):
-        fixed = target["fixed_batch"]
-        done, fallback = fixed["supported"], fixed["fallback"]
-        parts = fixed["partitions"]
-    else:
-        parts = target["partitions"]
-    ops = ", ".join(f"{op} x{n}" for op, n in sorted(fallback.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
-    more = f" +{len(fallback) - 3}" if len(fallback) > 3 else ""
-    if not target["falls_back"]:
-        return "loads" if target["loads"] else f"no: {ops}{more}"
-    return f"{done}/{nodes}, {parts}p" + (f": {ops}{more}" if ops else "")
-
-
-def _on_device(target: dict[str, Any] | None) -> bool:
-    """The whole model on the target: it loads, or one partition with nothing falling back (batch fixed where needed)."""
-    if not target:
-        return False
-    if not target["falls_back"]:
-        return bool(target["loads"])
-    est = target.get("fixed_batch") or target
-    return est["partitions"] == 1 and not est["fallback"]
-
-
 def _targets_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     file = rec.get("dynamic", {}).get("file") if isinstance(rec.get("dynamic"), dict) else None
     found = file.get("targets") if file else None
     return found if found and "error" not in found else None
-
-
-def target_table(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The per-model, per-target offline verdicts, and how many models each target runs whole."""
-    rows = [(r["name"], _targets_of(r)) for r in records]
-    rows = [(name, t) for name, t in rows if t]
-    if not rows:
-        return ["No target data in the cache (run `make zoo`)."]
-    whole = {n: sum(_on_device(t.get(n)) for _, t in rows) for n in TARGET_NAMES}
-    head = "| model | " + " | ".join(TARGET_NAMES) + " | s |\n|" + "---|" * (len(TARGET_NAMES) + 2)
-    body = [f"| {name} | " + " | ".join(_target_cell(t.get(n)) for n in TARGET_NAMES) + f" | {t.get('seconds', 0):.2f} |"
-            for name, t in rows]
-    total = "| **whole model on the target** | " + " | ".join(f"{whole[n]}/{len(rows)}" for n in TARGET_NAMES) + " | |"
-    return [_targets_about(), head, *body, total]
 
 
 LIVE_NAMES = ("openvino", "tract", "reference")
@@ -311,7 +281,7 @@ def live_table(records: Sequence[dict[str, Any]]) -> list[str]:
     rows = [(r, _runtimes_of(r)) for r in records]
     rows = [(r, live) for r, live in rows if live]
     if not rows:
-        return ["No live runtime data in the cache (run `make targets-venv`, then `make zoo`)."]
+        return ["No live runtime data in the records (run `make targets-venv`, then `make zoo`)."]
     head = "| model | " + " | ".join(LIVE_NAMES) + " | s |\n|" + "---|" * (len(LIVE_NAMES) + 2)
     body = [f"| {r['name']} | " + " | ".join(_live_cell(live.get(n), live_failure(r, n)) for n in LIVE_NAMES)
             + f" | {live.get('seconds', 0):.0f} |" for r, live in rows]
@@ -370,13 +340,13 @@ def _quantized(records: Sequence[dict[str, Any]]) -> list[str]:
     return ["## Quantized to int8 (`portable quantize`)", "", QUANTIZED_ABOUT, QUANTIZED_HEADER, *rows, ""] if rows else []
 
 
-def markdown(records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
+def markdown(records: Sequence[dict[str, Any]], meta: dict[str, Any], targets: Sequence[str]) -> str:
     env = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     lines = ["# The model zoo", "", "Generated by `make zoo` (`bench/zoo/`); do not edit by hand. " + env + ".", "",
              ABOUT, f"**{summary(records)}**", "",
-             f"Run: {meta['generated']}, the models' subprocess times add up to {meta['total_s']:.0f} s.", "",
+             f"Run: {meta['generated']}, the zoo steps' times add up to {meta['total_s']:.0f} s.", "",
              HEADER, *(_row(r) for r in records), "",
-             "## Targets (offline)", "", *target_table(records), "",
+             "## Targets (offline)", "", _targets_about(), *targets, "",
              "## Runtimes (live)", "", *live_table(records), "", *_quantized(records),
              "## Not portable, and why", ""]
     for rec in _failing(records):
@@ -384,10 +354,68 @@ def markdown(records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write(records: Sequence[dict[str, Any]], folder: Path) -> str:
+def write(records: Sequence[dict[str, Any]], folder: Path, targets: Sequence[str] = ()) -> str:
     """Write ``zoo.md`` and ``zoo.json`` into ``folder``; the summary line."""
     meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "versions": _versions(),
             "summary": summary(records), "total_s": round(sum(r.get("total_s", 0) for r in records), 1)}
     (folder / "zoo.json").write_text(json.dumps(meta | {"models": list(records)}, indent=1, default=str) + "\n")
-    (folder / "zoo.md").write_text(markdown(records, meta))
+    (folder / "zoo.md").write_text(markdown(records, meta, targets))
     return meta["summary"]
+
+
+def _dynamic(export: StepRecord | None, measured: dict[str, Any]) -> dict[str, Any]:
+    """The ``--batch dynamic`` export as the tables read it: the fleet's export record, the zoo's file figures."""
+    if export is None:
+        return {"ok": False, "kind": "internal", "message": "no export record", "findings": []}
+    data = export.data
+    if export.status != "pass":
+        parity = {"ok": data["parity_ok"]} if data.get("parity_ok") is not None else None
+        kind = {"failed": "refused", "timeout": "crashed", "memory": "crashed", "killed": "crashed"}.get(export.status, "internal")
+        return {"ok": False, "kind": kind, "message": export.reason, "findings": data.get("findings") or [], "parity": parity}
+    return {"ok": True, "seconds": export.seconds, "timings": data.get("timings") or {}, "file": measured.get("dynamic_file") or {}}
+
+
+def record_of(entry: Entry, steps: dict[str, StepRecord]) -> dict[str, Any] | None:
+    """One model's zoo record from its fleet records (None when the zoo step never ran on it)."""
+    zoo = steps.get("zoo")
+    if zoo is None:
+        return None
+    base = {"name": entry.name, "family": entry.family, "task": entry.task, "expected": entry.expected, "note": entry.note}
+    if zoo.status != "pass":
+        return base | {"crashed": f"{zoo.status}: {zoo.reason}", "log_tail": zoo.data.get("log", ""), "total_s": zoo.seconds}
+    measured = dict(zoo.data["record"])
+    record = base | measured | {"dynamic": _dynamic(steps.get("export"), measured)}
+    validate = steps.get("validate")
+    if record["dynamic"]["ok"] and validate is not None:
+        record["dynamic"]["file"]["targets"] = validate.data.get("targets") or {}
+    return record
+
+
+def records_from(results: Path) -> list[dict[str, Any]]:
+    """The zoo records of the fleet results at ``results``, in registry order."""
+    by_model: dict[str, dict[str, StepRecord]] = {}
+    for record in Store(results).records():
+        by_model.setdefault(record.model, {})[record.step] = record
+    built = [record_of(e, by_model.get(e.name, {})) for e in entries()]
+    return [r for r in built if r is not None]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.zoo.report RESULTS``: docs/zoo.md and docs/zoo.json from the zoo fleet's results."""
+    import sys
+
+    from portable.fleet.render import target_table
+    from portable.fleet.report import load_report
+
+    results = Path((argv or sys.argv[1:] or ["out/zoo/fleet"])[0])
+    root = Path(__file__).resolve().parents[2]
+    records = records_from(results)
+    if not records:  # an interrupted first run: the published tables stay as they are
+        print(f"no zoo records in {results}: docs/zoo.md left as it is", file=sys.stderr)
+        return 1
+    print(write(records, root / "docs", target_table(load_report(results))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.zoo.rules_off [--only hf_vit,hf_bert] [--work DIR] > bench/results/attention_zoo.json
 
-Every zoo model expected portable is built as the zoo builds it (seeded weights, ``bench/zoo/worker.py``) and
+Every zoo model expected portable is built as the zoo builds it (seeded weights, ``bench/zoo/specs.py``) and
 exported by portable's pipeline in a child process, once as today and once with exporters/attention_rewrites.py
 and the ``ReshapeTransposeReshape`` rule turned off (``docs/gpu/models.py``'s ``_without_attention_rewrites``). Both
 files run on ONNX Runtime's CPU provider on the same inputs (float inputs seeded normal draws, integer inputs the
@@ -32,12 +32,12 @@ import_torchvision()
 if {off!r}:
     runpy.run_path({models!r})["_without_attention_rewrites"]()
 from bench.zoo.registry import entries
-from bench.zoo.worker import _built
+from bench.zoo.specs import built
 from portable.exporters.api import export
 (entry,) = entries({name!r})
-built = _built(entry)
-np.savez({feeds!r}, **{{n: a.detach().numpy() for n, a in zip(built.names, built.args)}})
-export(built.module, built.args, {path!r}, batch="dynamic", verify=False, force=True, input_names=built.names)
+made = built(entry.name)
+np.savez({feeds!r}, **{{n: a.detach().numpy() for n, a in zip(made.names, made.args)}})
+export(made.module, made.args, {path!r}, batch="dynamic", verify=False, force=True, input_names=made.names)
 """
 
 

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "compare": "portable.cli.compare:compare",
     "matrix": "portable.cli.compare:matrix",
     "report": "portable.cli.compare:report",
+    "fleet": "portable.cli.fleet:fleet",
 }
 
 

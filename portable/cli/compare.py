@@ -65,12 +65,12 @@ COMPARE_MODES = ModeTable(
         "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
         "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
         "device": _P | _G, "providers": _P | _G, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
-        "latency_budgets": _P, "error_budgets": _P,
+        "latency_budgets": _P, "error_budgets": _P, "min_cosine": _P | _R, "min_sqnr": _P | _R,
         "no_compile": _P | _G, "no_latency": _P | _G, "warmup_ms": _P | _G, "warmup_max_ms": _P | _G,
         "iterations": _P | _G, "duration_ms": _P | _G,
         "report_path": _P | _R, "batch": _P | _R, "dims": _P | _R, "int_range": _P | _R,
         "runtimes": _R, "golden": _R, "reference_cap": _R,
-        "tokens": _G, "prompt_length": _G, "prompt": _G, "text": _G, "min_top1": _G, "max_ppl_ratio": _G,
+        "tokens": _G, "prompt_length": _G, "prompt": _P | _G, "text": _P | _G, "min_top1": _G, "max_ppl_ratio": _G,
         "max_logprob_diff": _G,
     },
 )
@@ -133,9 +133,9 @@ def _write_markdown(report: Any, path: str) -> None:
 
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--reference", "reference", default=None, metavar="SPEC",
-              help="The PyTorch model: package.module:callable or path/to/file.py:callable (needed unless "
-                   "--runtime is given).")
+@click.option("--reference", "reference", default=None, metavar="MODEL",
+              help="The PyTorch model: a Hugging Face model folder (the task and shapes the file was exported for), "
+                   "or a SPEC package.module:callable or path/to/file.py:callable (needed unless --runtime is given).")
 @click.option("--runtime", "runtimes", default=None, metavar="RUNTIMES",
               help="Compare runtimes instead: ort,openvino,tract,reference (comma-separated), each with the "
                    "PyTorch SPEC when given, else with the first that runs; batch 1 and 3 by default.")
@@ -173,6 +173,13 @@ def _write_markdown(report: Any, path: str) -> None:
                    "exceeding it exits 1. Repeatable.")
 @click.option("--max-error", "error_budgets", multiple=True, metavar="[OUTPUT=]V",
               help="Largest absolute error allowed between ONNX Runtime and eager PyTorch; exceeding it exits 1.")
+@click.option("--min-cosine", "min_cosine", type=click.FloatRange(-1, 1), default=None,
+              help="Judge float outputs by the mean cosine of their last-axis vectors instead of atol/rtol (an "
+                   "embedding-like output; with --min-sqnr too, the others by SQNR). Default for a quantized file "
+                   "(its manifest says int8): the budgets its manifest records.")
+@click.option("--min-sqnr", "min_sqnr", type=float, default=None, metavar="DB",
+              help="Judge float outputs by SQNR in dB instead of atol/rtol (the outputs --min-cosine does not judge). "
+                   "Default for a quantized file: the budgets its manifest records.")
 @task_option
 @click.option("--tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="text-generation: greedy tokens generated from the seeded prompt.")
@@ -180,10 +187,12 @@ def _write_markdown(report: Any, path: str) -> None:
               help="text-generation: tokens of the seeded prompt. Default: 20, or fewer when the context needs it.")
 @click.option("--prompt", default=None, metavar="TEXT",
               help="text-generation: generate from this text, tokenized by the model's own tokenizer (tokenizer() beside "
-                   "the SPEC's callable, or the one beside the model); the report shows each side's text.")
+                   "the SPEC's callable, or the one beside the model); the report shows each side's text. A file "
+                   "exported from a model folder: this text as its input, by the tokenizer recorded beside it.")
 @click.option("--text", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
               help="text-generation: also score this text by teacher forcing (windows of the context): per-token "
-                   "log-prob difference, top-1 agreement and perplexity, ONNX Runtime against PyTorch.")
+                   "log-prob difference, top-1 agreement and perplexity, ONNX Runtime against PyTorch. A file exported "
+                   "from a model folder: one input a line (or .jsonl's 'text'), by the tokenizer recorded beside it.")
 @click.option("--min-top1", type=click.FloatRange(0, 1), default=None,
               help="text-generation, --text: budget: the share of positions whose top-1 token agrees. Default 0.99 "
                    "(a weight-only pair: 0.90).")
@@ -213,7 +222,7 @@ def compare(**params: Any) -> None:
     elif mode == TEXT_GENERATION:
         compare_text_generation(TextGenCompareOptions.of(params))
     else:
-        compare_against_pytorch(TorchCompareOptions.of(params))
+        compare_against_pytorch(TorchCompareOptions.of(params), task=params["task"])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,7 +247,22 @@ class TorchCompareOptions(CompareCommon):
     duration_ms: float
     latency_budgets: tuple[str, ...]
     error_budgets: tuple[str, ...]
+    min_cosine: float | None
+    min_sqnr: float | None
     report_path: str | None
+    prompt: str | None = None
+    text: str | None = None
+
+    def _text_feeds(self) -> dict[str, Any] | None:
+        """``--prompt``/``--text`` as the file's inputs, by the tokenizer its export recorded (``portable.hf``)."""
+        if self.prompt is None and self.text is None:
+            return None
+        if self.inputs is not None or (self.prompt is not None and self.text is not None):
+            raise UsageError("--prompt, --text and --inputs exclude each other: each gives the inputs")
+        from portable.hf.assets import inputs_for
+        from portable.quantization.data import read_texts
+
+        return inputs_for(self.model, text=[self.prompt] if self.prompt is not None else read_texts(Path(self.text or "")))
 
     def compare_options(self, reference: str) -> CompareOptions:
         """Every option parsed and checked, before torch is imported."""
@@ -247,21 +271,22 @@ class TorchCompareOptions(CompareCommon):
 
         timing = timing_config(self.no_latency, self.warmup_ms, self.warmup_max_ms, self.iterations, self.duration_ms)
         return CompareOptions(device=self.device, compile_mode=None if self.no_compile else self.compile_mode,
-                              providers=self.providers, inputs=self.inputs, tf32=self.tf32,
+                              providers=self.providers, inputs=self._text_feeds() or self.inputs, tf32=self.tf32,
                               tolerances=self.tolerances(tf32=self.tf32), timing=timing, localize=self.localize,
                               reference_name=reference, latency_budgets=parse_latency_budgets(self.latency_budgets),
-                              error_budgets=parse_error_budgets(self.error_budgets),
-                              **feed_options(self.batch, self.dims, self.int_range, self.seed))
+                              error_budgets=parse_error_budgets(self.error_budgets), min_cosine=self.min_cosine,
+                              min_sqnr=self.min_sqnr, **feed_options(self.batch, self.dims, self.int_range, self.seed))
 
 
-def compare_against_pytorch(o: TorchCompareOptions) -> NoReturn:
-    """Parity, then latency; the report as text or JSON (and Markdown with ``--report``); exit by the verdict."""
+def compare_against_pytorch(o: TorchCompareOptions, task: str = "model") -> NoReturn:
+    """Parity, then latency; the report as text or JSON (and Markdown with ``--report``); exit by the verdict.
+    ``task``: a model folder's (``--task``; default: the one the file was exported for)."""
     from portable.runners.api import compare as run_compare
 
     check_outputs(("--report", o.report_path), ("-o/--output", o.output))
     reference = o.required_reference()
     options = o.compare_options(reference)
-    loaded = load_reference(reference, o.weights)
+    loaded = load_reference(reference, o.weights, model=o.model, task=task)
     with progress(o.quiet) as say:
         result = run_compare(o.model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
     if o.report_path:
@@ -327,11 +352,11 @@ def report() -> None:
 
 
 @report.command("merge")
-@click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("reports", nargs=-1, required=True, type=click.Path())  # a fleet's results folder too
 @output_option
 def merge(reports: tuple[str, ...], output: str | None) -> None:
     """Merge JSON reports made on different machines into one table (Markdown; JSON when
-    the output file ends in .json)."""
+    the output file ends in .json): matrix, compare and fleet reports, and fleet results folders."""
     from portable.runners.merge import merge_reports, render_merged_markdown
 
     merged = merge_reports([Path(p) for p in reports])

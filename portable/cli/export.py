@@ -19,6 +19,7 @@ from portable.cli.options import (
     tolerance_options,
 )
 from portable.cli.textgen import task_option
+from portable.errors import UsageError
 from portable.formatters import get_formatter
 from portable.io import check_writable
 from portable.quiet import debug_requested
@@ -31,6 +32,13 @@ input_option = click.option("--input", "-i", "inputs", multiple=True, metavar="N
                                  "example input's, else float32). Default: the SPEC's example inputs.")
 batch_option = click.option("--batch", default="dynamic", show_default=True, metavar="dynamic|N",
                             help="dynamic: dim 0 of every input and output is the symbol 'batch'; N: fully static.")
+shape_option = click.option("--shape", "shapes", multiple=True, metavar="NAME=VALUE",
+                            help="A model folder's static dim, by optimum's name (repeatable): sequence_length (text), "
+                                 "height and width (images). Default: the folder's own configs (the tokenizer's "
+                                 "model_max_length capped at 128, the image processor's size).")
+trust_option = click.option("--trust-remote-code", is_flag=True,
+                            help="Allow a model folder whose config.json maps its own Python code (auto_map): it runs "
+                                 "that code. Refused without it.")
 # export's result is more than findings (the file written, verify's parity): text or JSON only, so that
 # a SARIF or JUnit document never reads as clean when verify refused the export.
 export_format_option = format_option("How to print the result (JSON: one shape, written or refused).")
@@ -108,15 +116,33 @@ def parity_lines(parity: Any) -> list[str]:
     rows = [f"  batch {d['batch']}: {row['verdict']}" for d in parity.details for row in d["outputs"]]
     rows += [f"  {d['message']}" for d in parity.details if not d["outputs"]]
     shown = rows if len(rows) <= _ROWS else rows[:_ROWS] + [f"  ... {len(rows) - _ROWS} more (--format json)"]
-    return lines + shown
+    drawn = [f"  input {name!r}: {how}" for name, how in parity.inputs.items()]  # seeded how, and why (issue 48)
+    return lines + shown + drawn
 
 
 _ROWS = 8  # verify's lines in text; --format json has every output
 
 
+def _source_lines(manifest: dict[str, Any]) -> list[str]:
+    """A folder's export: the task, each dim and where it came from, and the files written beside the model."""
+    source = manifest.get("source")
+    if not source:
+        return []
+    dims = ", ".join(f"{name} {d['value']} ({d['from']})" for name, d in source["dims"].items())
+    lines = [f"  task {source['task']} ({source['task_from']}); inputs {', '.join(source['inputs'])}; {dims}"]
+    preprocessing = manifest.get("preprocessing")
+    if preprocessing:
+        kinds = [k.replace("_", " ") for k in ("tokenizer", "image_processor") if k in preprocessing]
+        lines.append(f"  {' and '.join(kinds)} written beside it: {preprocessing['folder']}/ "
+                     f"({len(preprocessing['files'])} files)")
+    return lines
+
+
 @click.command()
-@click.argument("spec")
+@click.argument("spec", metavar="MODEL")
 @input_option
+@shape_option
+@trust_option
 @click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False), help="The ONNX file to write.")
 @batch_option
 @click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True)
@@ -138,35 +164,57 @@ _ROWS = 8  # verify's lines in text; --format json has every output
 @click.option("--prompt", default=None, metavar="TEXT",
               help="text-generation: the proof's prompt as text, tokenized by the model's own tokenizer "
                    "(tokenizer() beside the SPEC's callable, or the one beside the model). Default: seeded ids.")
-def export(spec: str, inputs: tuple[str, ...], output: str, batch: str, precision: str, weights: str | None,
-           force: bool, verify: bool, atol: tuple[str, ...], rtol: tuple[str, ...], fmt: str, config: str | None,
-           select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool, task: str, context: int,
-           prefill: int, tokens: int, prompt: str | None) -> None:
-    """Export SPEC (package.module:callable or file.py:callable) to one portable ONNX file.
+def export(spec: str, inputs: tuple[str, ...], shapes: tuple[str, ...], trust_remote_code: bool, output: str, batch: str,
+           precision: str, weights: str | None, force: bool, verify: bool, atol: tuple[str, ...], rtol: tuple[str, ...],
+           fmt: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...], strict: bool, quiet: bool,
+           task: str, context: int, prefill: int, tokens: int, prompt: str | None) -> None:
+    """Export MODEL to one portable ONNX file: a Hugging Face model folder (config.json and weights; or a hub id
+    in the local cache: portable never downloads), or a SPEC (package.module:callable or file.py:callable).
 
-    Verify's tolerances are compare's defaults for the output's dtype; --atol/--rtol replace them
-    (as in ``portable compare``). With --task text-generation, SPEC gives a causal LM and -o NAME
-    writes NAME.prefill.onnx, NAME.decode.onnx and NAME.textgen.json (batch 1 unless --batch)."""
+    A folder's task comes from its config.json (modules.json for sentence-transformers: the whole pipeline,
+    output sentence_embedding) unless --task names one; its inputs are the task's, sized by --shape, and its
+    tokenizer or image processor is written beside the file (-o NAME.onnx: NAME.hf/). Verify's tolerances are
+    compare's defaults for the output's dtype; --atol/--rtol replace them (as in ``portable compare``). With
+    --task text-generation, MODEL gives a causal LM and -o NAME writes NAME.prefill.onnx, NAME.decode.onnx and
+    NAME.textgen.json (batch 1 unless --batch)."""
     with _json_on_failure(fmt, output):
         from portable.exporters.inputs import parse_input
         from portable.runners.tolerances import parse_overrides
 
         policy = policy_from_options(config, select, ignore, strict)
-        from portable.cli.textgen import EXPORT_MODES
+        from portable.cli.textgen import EXPORT_MODES, export_mode
 
-        EXPORT_MODES.refuse_others(click.get_current_context(), task)
         check_writable(output)  # exit 2 before the SPEC is loaded, not after a whole export
+        resolved = _resolved_task(spec, task, shapes, trust_remote_code)
+        EXPORT_MODES.refuse_others(click.get_current_context(), export_mode(resolved))
         specs = [parse_input(i) for i in inputs]
         tolerances = parse_overrides(atol, rtol)
-        if task == "text-generation":
+        if resolved == "text-generation":
             from portable.cli.textgen import export_text_generation
 
             return export_text_generation(spec, output, inputs=inputs, batch=batch, precision=precision, weights=weights,
                                           force=force, verify=verify, tolerances=tolerances, fmt=fmt, policy=policy,
                                           quiet=quiet, context=context, prefill=prefill, tokens=tokens, debug=debug_requested(),
-                                          prompt=prompt)
+                                          prompt=prompt, trust_remote_code=trust_remote_code)
         _export_graph(spec, output, specs, batch=batch, precision=precision, weights=weights, policy=policy,
-                      verify=verify, force=force, tolerances=tolerances, fmt=fmt, quiet=quiet)
+                      verify=verify, force=force, tolerances=tolerances, fmt=fmt, quiet=quiet, task=task,
+                      shapes=shapes, trust_remote_code=trust_remote_code)
+
+
+def _resolved_task(spec: str, task: str, shapes: tuple[str, ...], trust_remote_code: bool) -> str:
+    """A model folder's task (given, or the one it names: checked from its JSON, before any weights load); a
+    SPEC's --task as given, where a folder's task name or option is a usage error."""
+    from portable.hf.folder import is_folder_reference
+
+    if is_folder_reference(spec):
+        from portable.hf.load import plan_folder
+
+        return plan_folder(spec, task, shapes, trust_remote_code).task.name
+    if task not in ("model", "text-generation") or shapes or trust_remote_code:
+        given = f"--task {task}" if task not in ("model", "text-generation") else ("--shape" if shapes else "--trust-remote-code")
+        raise UsageError(f"{given}: for a model folder (config.json and weights); {spec!r} is a SPEC, whose inputs are "
+                         "-i NAME=1x3x224x224")
+    return task
 
 
 def _export_graph(spec: str, output: str, specs: list[Any], *, batch: str, fmt: str, quiet: bool, **options: Any) -> None:
@@ -190,13 +238,18 @@ def _export_graph(spec: str, output: str, specs: list[Any], *, batch: str, fmt: 
         counts = result.report.counts
         click.echo(f"wrote {result.path} ({result.fingerprint[:19]}…), {counts['error']} error(s), "
                    f"{counts['warning']} warning(s), {counts['info']} info; manifest {result.manifest_path}")
+        for line in _source_lines(result.manifest):
+            click.echo(line)
         if result.parity is not None and result.parity.skipped is None:
             click.echo("\n".join(parity_lines(result.parity)))
 
 
 @click.command()
-@click.argument("spec")
+@click.argument("spec", metavar="MODEL")
 @input_option
+@shape_option
+@trust_option
+@task_option
 @batch_option
 @click.option("--weights", type=click.Path(dir_okay=False), default=None, help="State dict: .safetensors or .pt.")
 @click.option("--graph-breaks/--no-graph-breaks", default=True, show_default=True,
@@ -205,16 +258,22 @@ def _export_graph(spec: str, output: str, specs: list[Any], *, batch: str, fmt: 
               help="Also run torch.onnx's decomposition and translation of the captured program (PORT104).")
 @findings_format_option()
 @config_options
-def precheck(spec: str, inputs: tuple[str, ...], batch: str, weights: str | None, graph_breaks: bool,
-             translate: bool, fmt: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
-             strict: bool) -> None:
-    """Find data-dependent control flow and graph breaks in SPEC's Python code, before export."""
+def precheck(spec: str, inputs: tuple[str, ...], shapes: tuple[str, ...], trust_remote_code: bool, task: str, batch: str,
+             weights: str | None, graph_breaks: bool, translate: bool, fmt: str, config: str | None,
+             select: tuple[str, ...], ignore: tuple[str, ...], strict: bool) -> None:
+    """Find data-dependent control flow and graph breaks in MODEL's Python code, before export (MODEL: a SPEC,
+    or a Hugging Face model folder as ``portable export`` takes it)."""
     from portable.exporters.inputs import parse_batch
     from portable.exporters.precheck import precheck as run_precheck
     from portable.exporters.spec_export import load_for_export
 
     policy = policy_from_options(config, select, ignore, strict)
-    module, args, names, root = load_for_export(spec, inputs, weights)
+    task = _resolved_task(spec, task, shapes, trust_remote_code)
+    if task == "text-generation":
+        raise UsageError("precheck --task text-generation: the pair's step module is checked by `portable export "
+                         "--task text-generation` itself")
+    module, args, names, root = load_for_export(spec, inputs, weights, task=task, shapes=shapes,
+                                                trust_remote_code=trust_remote_code)
     report = run_precheck(module, args, parse_batch(batch), root=root, names=names, policy=policy,
                           graph_breaks=graph_breaks, path=spec, translate=translate)
     click.echo(_render(report, fmt))

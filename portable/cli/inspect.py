@@ -9,7 +9,8 @@ import click
 
 from portable._version import __version__
 from portable.cli.options import config_options, format_option, policy_from_options
-from portable.errors import ExitCode
+from portable.errors import ExitCode, UsageError
+from portable.policy import merge_cli
 from portable.report import REPORT_SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -45,24 +46,32 @@ def _text(summary: ModelSummary) -> str:
     width = max((len(op) for op, _ in summary.ops), default=0)
     lines.extend(f"  {op:<{width}}  {count:>6}" for op, count in summary.ops)
     lines.append(summary.verdict())
+    lines.extend(f"target {t.line()}" for t in summary.report.targets)
     return "".join(f"{line}\n" for line in lines)
 
 
 @click.command()
 @click.argument("model", type=click.Path())
 @config_options
+@click.option("--target", "targets", multiple=True, metavar="NAMES",
+              help="Also a line per target, as `portable validate --target` gives it (comma-separated, repeatable).")
+@click.option("--live", is_flag=True, help="With --target: the runtimes installed here answer too (as validate --live).")
 @format_option("Print what MODEL holds as text, or as JSON.")
 def inspect(model: str, config: str | None, select: tuple[str, ...], ignore: tuple[str, ...], strict: bool,
-            fmt: str) -> None:
+            targets: tuple[str, ...], live: bool, fmt: str) -> None:
     """Show what MODEL holds: inputs and outputs, op counts, initializers, opset, IR, producer, and the
-    portability verdict in one line (the policy's rules, as `portable validate` runs them).
+    portability verdict in one line (the policy's rules, as `portable validate` runs them); with --target, a
+    line per target (with --live, the installed runtime's answer too: Qualcomm's HTP for qnn).
 
     Exit 0 when the file was read and judged, whatever the verdict (gate with `portable validate`); 3 when
     it cannot be read, or cannot be judged (validation failed on it, as `validate` exits 3 there).
     """
     from portable.validators.summary import inspect as read
 
-    summary = read(model, policy_from_options(config, select, ignore, strict, False))
+    policy = merge_cli(policy_from_options(config, select, ignore, strict, False), targets=targets, targets_live=live)
+    if policy.targets_live and not policy.targets:
+        raise UsageError("--live applies to targets: name them with --target")
+    summary = read(model, policy)
     code = int(ExitCode.ERROR if summary.report.error is not None else ExitCode.OK)
     if fmt == "json":
         data = {"schema_version": REPORT_SCHEMA_VERSION, "tool": {"name": "portable", "version": __version__},

@@ -72,9 +72,11 @@ tolerance_options = _compose(
 )
 
 
-def format_option(help_text: str = "Print the report as text, or as JSON.") -> Callable[[F], F]:
-    """``--format text|json`` (into ``fmt``), worded for the command's report."""
-    return click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+def format_option(help_text: str = "Print the report as text, or as JSON.",
+                  choices: tuple[str, ...] = ("text", "json")) -> Callable[[F], F]:
+    """``--format text|json`` (into ``fmt``; the first choice is the default), worded for the command's report
+    (``fleet report`` is a page: md, json or html)."""
+    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=choices[0], show_default=True,
                         help=help_text)
 
 
@@ -199,14 +201,12 @@ def timing_config(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iter
         raise UsageError(f"latency options: {exc}") from None
 
 
-def load_reference(spec: str, weights: str | None) -> LoadedSpec:
-    """``--reference SPEC``'s module (with ``--weights``' state dict) and example inputs."""
-    from portable.spec import load_spec, load_weights
+def load_reference(spec: str, weights: str | None, *, model: str | None = None, task: str | None = None) -> LoadedSpec:
+    """``--reference SPEC``'s module (with ``--weights``' state dict) and example inputs; or a model folder's, for
+    ``task`` (default: the task the file ``model`` was exported for, else the folder's own)."""
+    from portable.spec import load_reference as load
 
-    loaded = load_spec(spec)
-    if weights:
-        load_weights(loaded.module, weights)
-    return loaded
+    return load(spec, weights, task=task, model=model)
 
 
 def check_outputs(*files: tuple[str, str | None]) -> None:

@@ -41,14 +41,16 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--output", "-o", "output", required=True, type=click.Path(dir_okay=False),
               help="The int8 ONNX file to write (its manifest goes beside it as OUTPUT.json).")
 @click.option("--calibration", default=None, type=click.Path(),
-              help="Calibration samples (.npz: one array per input name, samples on a leading axis; or a folder "
-                   "of images with --preprocess); its last quarter is held out for the accuracy unless --eval is "
+              help="Calibration samples (.npz: one array per input name, samples on a leading axis; .txt: one text a "
+                   "line, or .jsonl with a 'text' field, tokenized by the tokenizer the file's export recorded; or a "
+                   "folder of images); its last quarter is held out for the accuracy unless --eval is "
                    "given. Default: seeded random data.")
 @click.option("--eval", "eval_data", default=None, type=click.Path(),
-              help="Held-out samples for the accuracy measurement (.npz, or a folder of images).")
+              help="Held-out samples for the accuracy measurement (.npz, .txt, .jsonl, or a folder of images).")
 @click.option("--preprocess", type=click.Choice(["imagenet", "inception", "none"]), default=None,
               help="How a folder of images becomes the input: imagenet (resize, centre crop, ImageNet mean/std), "
-                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size).")
+                   "inception (the same, to [-1, 1]) or none (pixels in [0, 1], images already the input's size). "
+                   "Default: the image processor the file's export recorded (a model folder's), else required.")
 @click.option("--samples", type=click.IntRange(min=1), default=None,
               help="Seeded calibration samples (default 64); not with --calibration.")
 @click.option("--eval-samples", type=click.IntRange(min=1), default=256, show_default=True,
@@ -76,16 +78,23 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
                    "which, a bare value is an op type if the model has it, else a node name).")
 @click.option("--min-sqnr", type=float, multiple=True, metavar="DB",
               help="Budget: every output's SQNR vs the float model at least DB; below it exits 1, nothing written. "
-                   "With no budget, the floor is 20 dB and 90 % top-1 agreement; --min-sqnr 0 writes what the "
-                   "quantizer gives.")
+                   "With no budget, the default floor judges each output by its kind: logits 95 % top-1 agreement "
+                   "where the float model is sure and 10 dB, embeddings a mean cosine of 0.99, other tensors 20 dB; "
+                   "--min-sqnr 0 writes what the quantizer gives.")
 @click.option("--max-top1-drop", type=float, multiple=True, metavar="PCT",
-              help="Budget: top-1 disagreement with the float model (outputs shaped [batch, classes]) at most PCT.")
+              help="Budget: top-1 disagreement with the float model (outputs judged as logits, every held-out "
+                   "sample) at most PCT.")
 @click.option("--min-cosine", type=float, multiple=True, metavar="C",
               help="Budget: the mean cosine between float and int8 vectors along each output's last axis (an "
                    "encoder's embeddings) at least C.")
+@click.option("--judge", "judge", multiple=True, metavar="OUTPUT=KIND",
+              help="What judges OUTPUT: logits (top-1 agreement by the float model's confidence), embedding (cosine) "
+                   "or tensor (SQNR). Default: decided from the manifest's task, the output's name, its values and "
+                   "the graph; the report says which and why.")
 @click.option("--search-limit", type=click.IntRange(min=0), default=16, show_default=True,
               help="Keep up to this many of the most sensitive nodes in float until the budgets hold (with none "
-                   "given and --calibration data: the default goal, 20 dB and 5 % top-1; 0: no search).")
+                   "given and --calibration data: the default goal, logits 98 % top-1 where the float model is sure "
+                   "and 20 dB; 0: no search).")
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
 @click.option("--adaround/--no-adaround", "adaround", default=None,
@@ -170,6 +179,7 @@ class QuantizeOptions:
     min_sqnr: tuple[float, ...]
     max_top1_drop: tuple[float, ...]
     min_cosine: tuple[float, ...]
+    judge: tuple[str, ...]
     search_limit: int
     bias_correction: bool
     adaround: bool | None
@@ -202,13 +212,19 @@ class QuantizeOptions:
                 "per_channel": self.per_channel, "method": self.method,
                 "exclude": [e for item in self.exclude for e in item.split(",")],
                 "min_sqnr": _once("--min-sqnr", self.min_sqnr), "max_top1_drop": _once("--max-top1-drop", self.max_top1_drop),
-                "min_cosine": _once("--min-cosine", self.min_cosine),
+                "min_cosine": _once("--min-cosine", self.min_cosine), "judge": _judged(self.judge),
                 "search_limit": self.search_limit, "bias_correction": self.bias_correction,
                 "adaround": self.adaround, "equalization": self.equalization, "smoothing": self.smoothing,
                 "float_islands": self.float_islands, "scope": self.scope,
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
+
+
+def _judged(values: tuple[str, ...]) -> dict[str, str]:
+    from portable.quantization.judging import parse_judge
+
+    return parse_judge(values)
 
 
 def _weight_only(o: QuantizeOptions) -> None:
@@ -341,8 +357,8 @@ def _passes(result: Any) -> list[str]:
 
 
 def _search_lines(result: Any) -> list[str]:
-    found, aim = result.search, ("the default goal (20 dB, 5 % top-1 disagreement)" if result.budgets.floor
-                                 else "the budgets")
+    found, aim = result.search, ("the default goal (logits 98 % top-1 where the float model is sure and 20 dB, "
+                                 "embeddings cosine 0.99, tensors 20 dB)" if result.budgets.floor else "the budgets")
     if found is not None and found.kept_float:
         state = "met" if found.met else "NOT met"
         return [f"  precision search: {len(found.kept_float)} node(s) kept in float, {aim} {state} after "
@@ -359,16 +375,47 @@ def _db(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} dB"
 
 
-def _accuracy(result: Any) -> list[str]:
-    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}"]
-    for a in result.accuracy:
-        top1 = "–" if a.top1_agreement is None else f"{100 * a.top1_agreement:.1f} %"
+_JUDGED_BY = {"logits": "top-1 agreement by the float model's confidence", "embedding": "mean cosine",
+              "tensor": "SQNR"}
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _accuracy_rows(accuracy: Any) -> list[str]:
+    lines = [f"  {'output':<24} {'SQNR':>9} {'max abs':>10} {'top-1 agree':>12} {'cosine':>8}  judged as"]
+    for a in accuracy:
         cosine = "–" if a.cosine_mean is None else f"{a.cosine_mean:.4f}"
-        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {top1:>12} {cosine:>8}")
+        lines.append(f"  {a.name:<24} {_db(a.sqnr_db):>9} {a.max_abs:>10.4g} {_pct(a.top1_agreement):>12} {cosine:>8}"
+                     f"  {a.kind}")
+    return lines
+
+
+def _judged_lines(accuracy: Any) -> list[str]:
+    lines = []
+    for a in accuracy:
+        where = f" (over the real positions of {a.positions})" if a.positions else ""
+        lines.append(f"  {a.name}: {a.kind}, judged by {_JUDGED_BY.get(a.kind, a.kind)}{where}: {a.why}")
+        lines += [f"    {b.name} band ({b.samples} sample(s)"
+                  + (", float top-1 probability >= 0.5" if b.name == "confident" else "") + f"): top-1 agree "
+                  f"{_pct(b.top1_agreement)}, KL {'–' if b.kl_divergence is None else f'{b.kl_divergence:.4f}'}, "
+                  f"SQNR {_db(b.sqnr_db)}" for b in a.bands]
+    return lines
+
+
+def _accuracy(result: Any) -> list[str]:
+    lines = _accuracy_rows(result.accuracy)
+    htp = getattr(result, "htp", None)  # issue 47: --target qnn judged on the HTP, ONNX Runtime CPU beside it
+    if htp is not None:
+        lines = [f"  judged on {htp.arithmetic}, the first {htp.samples} of {htp.held_out} held-out samples:", *lines,
+                 f"  beside it, {htp.to_dict()['beside']}, the same samples:", *_accuracy_rows(htp.ort_cpu)]
+    lines += _judged_lines(result.accuracy)
     kind = "floor" if result.budgets.floor else "budget"
     for c in result.checks:
         mark = "ok" if c.passed else "EXCEEDED"
-        lines.append(f"  {kind} {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})")
+        lines.append(f"  {kind} {c.budget} {c.limit:g} on {c.output}: measured {c.measured:.4g} ({mark})"
+                     + (f"\n    {c.why}" if c.why else ""))
     return lines
 
 
@@ -400,6 +447,7 @@ def _verdict(result: Any) -> str:
         lines += [f"  {f.rule_id} {f.location.describe()}: {f.message} (fix: {f.hint})" for f in result.findings]
         return "\n".join(lines)
     if result.budgets.floor:
-        return ("nothing written: below the default floor (20 dB SQNR, 90 % top-1 agreement); give a budget of "
-                "your own (--min-sqnr/--max-top1-drop/--min-cosine), or --min-sqnr 0 to write it as it is")
+        return ("nothing written: below the default floor (logits: 95 % top-1 agreement where the float model is "
+                "sure and 10 dB; embeddings: cosine 0.99; tensors: 20 dB); give a budget of your own "
+                "(--min-sqnr/--max-top1-drop/--min-cosine), or --min-sqnr 0 to write it as it is")
     return "nothing written: an accuracy budget is exceeded"

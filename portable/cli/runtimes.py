@@ -30,6 +30,8 @@ class RuntimesCompareOptions(CompareCommon):
     batch: str | None
     dims: tuple[str, ...]
     int_range: tuple[str, ...]
+    min_cosine: float | None
+    min_sqnr: float | None
 
 
 def _check(o: RuntimesCompareOptions) -> None:
@@ -44,15 +46,17 @@ def _check(o: RuntimesCompareOptions) -> None:
 def compare_runtimes_command(o: RuntimesCompareOptions) -> NoReturn:
     """The runtimes' table (Markdown; JSON with ``--format json``), the golden bundle with ``--golden``;
     exit by the verdict."""
+    from portable.runners.budgets import with_figures
     from portable.runners.runtimes import compare_runtimes, parse_runtimes, render_runtimes
 
     _check(o)
     names = parse_runtimes(o.runtimes)
     feeds = feed_options(o.batch, o.dims, o.int_range, o.seed)
-    loaded = load_reference(o.reference, o.weights) if o.reference else None
+    loaded = load_reference(o.reference, o.weights, model=o.model) if o.reference else None
     with progress(o.quiet) as say:
         result = compare_runtimes(o.model, names, module=loaded.module if loaded else None,
-                                  example_inputs=loaded.example_inputs if loaded else None, tolerances=o.tolerances(),
+                                  example_inputs=loaded.example_inputs if loaded else None,
+                                  tolerances=with_figures(o.tolerances(), o.model, o.min_cosine, o.min_sqnr),
                                   golden=o.golden, cap_seconds=o.reference_cap, progress=say, **feeds)
     text = render_runtimes(result)
     if o.report_path:

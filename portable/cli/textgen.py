@@ -22,14 +22,19 @@ from portable.cli.options import (
     timing_config,
 )
 from portable.errors import UsageError
+from portable.hf.tasks import TASK_NAMES
 
-__all__ = ["EXPORT_MODES", "TASKS", "TextGenCompareOptions", "compare_text_generation", "export_text_generation",
-           "task_option"]
+__all__ = ["EXPORT_MODES", "TASKS", "TextGenCompareOptions", "compare_text_generation", "export_mode",
+           "export_text_generation", "task_option"]
 
-TASKS = ("model", "text-generation")
+# "model": a SPEC's forward, or the task a model folder names; the others are optimum's task names for a folder
+# (portable.hf.tasks), text-generation for a SPEC too
+TASKS = ("model", *TASK_NAMES)
 task_option = click.option("--task", type=click.Choice(TASKS), default="model", show_default=True,
-                           help="model: one graph of the module's forward; text-generation: a causal LM as a prefill and "
-                                "a decode graph over a static KV cache (docs/llm.md).")
+                           help="model: one graph of the SPEC's forward, or the task a model folder's config.json (or "
+                                "modules.json) names; text-generation: a causal LM as a prefill and a decode graph over a "
+                                "static KV cache (docs/llm.md); the others: a model folder's task, by optimum's names "
+                                "(docs/exporter.md).")
 
 
 def _given(*names: str) -> list[str]:
@@ -43,14 +48,20 @@ EXPORT_MODES = ModeTable(
     labels={"model": "export", "text-generation": "export --task text-generation"},
     homes={"context": frozenset({"text-generation"}), "prefill": frozenset({"text-generation"}),
            "tokens": frozenset({"text-generation"}), "prompt": frozenset({"text-generation"}),
-           "inputs": frozenset({"model"})},  # the graphs' inputs are the step's
+           "inputs": frozenset({"model"}),  # the graphs' inputs are the step's
+           "shapes": frozenset({"model"})},  # text-generation's lengths are --context and --prefill
 )
+
+
+def export_mode(task: str) -> str:
+    """export's mode for a task: text-generation's pair, else one graph."""
+    return "text-generation" if task == "text-generation" else "model"
 
 
 def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], batch: str, precision: str,
                            weights: str | None, force: bool, verify: bool, tolerances: Any, fmt: str, policy: Any,
                            quiet: bool, context: int, prefill: int, tokens: int, debug: bool,
-                           prompt: str | None = None) -> None:
+                           prompt: str | None = None, trust_remote_code: bool = False) -> None:
     """``portable export SPEC --task text-generation -o NAME``: the pair, its manifest, the proof; exit 0 or 1."""
     from portable.exporters.inputs import parse_batch
     from portable.exporters.job import ExportFailed
@@ -62,7 +73,7 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
         result = export_text_generation_spec(spec, output, weights=weights, phases=Phases(quiet or fmt != "text"),
                                              context=context, prefill=prefill, batch=size, precision=precision,
                                              policy=policy, verify=verify, tokens=tokens, force=force,
-                                             tolerances=tolerances, prompt=prompt)
+                                             tolerances=tolerances, prompt=prompt, trust_remote_code=trust_remote_code)
     except ExportFailed as exc:  # a graph's findings, the refusal (PORT107), the pair rules, the proof
         _failed(exc, fmt, getattr(exc, "proof", None), debug)
     for warning in result.proof.warnings if result.proof else ():

@@ -112,7 +112,8 @@ def _check_usage(anything: bool, baseline: str | None, write_baseline: str | Non
               help="Gate: fail (exit 1) when a target's tables judge a node unsupported (unknown ops too), or with "
                    "partial also one they list with a restriction in words (the report's per-target counts).")
 @click.option("--live", is_flag=True,
-              help="With --target: also ask the runtimes installed here (ONNX Runtime CPU and CUDA, OpenVINO, tract).")
+              help="With --target: also ask the runtimes installed here (ONNX Runtime CPU and CUDA, OpenVINO, tract, "
+                   "Qualcomm's HTP simulator: pip install 'portable-onnx[qnn]').")
 @findings_format_option("Report format.")
 @output_option
 @click.option("--report", "extra", multiple=True, metavar="FORMAT=FILE", callback=lambda c, p, v: _parse_reports(v),

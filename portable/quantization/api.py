@@ -34,6 +34,12 @@ def _preprocess(value: str | None, calibration: str | Path | None, eval_data: st
     return value
 
 
+def _judge(judge: Mapping[str, str] | None) -> dict[str, str]:
+    from portable.quantization.judging import parse_judge
+
+    return parse_judge([f"{k}={v}" for k, v in (judge or {}).items()])
+
+
 def _search_limit(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(f"search_limit must be 0 or more, got {value!r}")
@@ -62,7 +68,7 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              quiet: bool = True, bias_correction: bool = True, smoothing: bool = True,
              float_islands: bool = True, scope: str | None = None, adaround: bool | None = None,
              equalization: bool | None = None, search_limit: int = DEFAULT_SEARCH_LIMIT,
-             preprocess: str | None = None) -> QuantizeResult:
+             preprocess: str | None = None, judge: Mapping[str, str] | None = None) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
     Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
@@ -70,19 +76,22 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     seeded ones (``eval_samples`` more held out). ``target`` picks the defaults of
     :data:`portable.quantization.targets.TARGETS`; ``activations``, ``weights``, ``per_channel``
     and ``method`` override them. ``min_sqnr`` (dB, every output) and ``max_top1_drop`` (%, every
-    output shaped ``[batch, classes]``) and ``min_cosine`` (the mean cosine of every output's last-axis
+    output judged as logits) and ``min_cosine`` (the mean cosine of every output's last-axis
     vectors: an encoder's embeddings) are budgets; given one, the precision search keeps up to
     ``search_limit`` of the most sensitive nodes in float until they hold
-    (:mod:`portable.quantization.search`). With none, the default floor judges the result
-    (:data:`portable.quantization.settings.DEFAULT_FLOOR`: 20 dB, 90 % top-1 agreement); with real
+    (:mod:`portable.quantization.search`). With none, the default floor judges each output by its kind's
+    figure (:data:`portable.quantization.settings.DEFAULT_FLOOR`: logits 95 % top-1 agreement where the float
+    model is sure and 10 dB, embeddings a mean cosine of 0.99, other tensors 20 dB); with real
     ``calibration`` data, an all-int8 result that misses the default goal
-    (:data:`portable.quantization.settings.DEFAULT_GOAL`: 20 dB, 5 % top-1) runs the search toward it
+    (:data:`portable.quantization.settings.DEFAULT_GOAL`: logits 98 % and 20 dB) runs the search toward it
     first (``search_limit=0``: no search). Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
     (LayerNorm -> MatMul), ``float_islands`` keeps out the tensors of :mod:`portable.quantization.islands`
     (masking sentinels, outlier channels), ``equalization`` runs :mod:`portable.quantization.equalize` (None: kept
     where it measures better on the calibration data), ``adaround`` :mod:`portable.quantization.adaround` (None: on
     for a model with Conv layers) and ``bias_correction`` :mod:`portable.quantization.correction`;
     ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
+    ``judge`` (output name -> "logits", "embedding" or "tensor") overrides what judges an output
+    (:mod:`portable.quantization.judging` decides it otherwise, and the report says why).
 
     Returns the result once written. Raises :class:`QuantizeFailed` (exit 1, nothing written) when
     the quantized model fails the contract or a budget; :class:`portable.errors.UsageError` (exit
@@ -101,5 +110,5 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),
                 _positive("eval_samples", eval_samples), _positive("batch", batch), int(seed), dict(int_ranges or {}),
                 latency, per_node, timing, preprocess=_preprocess(preprocess, calibration, eval_data),
-                search_limit=_search_limit(search_limit))
+                search_limit=_search_limit(search_limit), judge=_judge(judge))
     return run(plan, quiet=quiet, force=force)

@@ -9,10 +9,17 @@ Seeded data (the default) is a standard normal for float inputs; an integer inpu
 indexes a constant table (token ids into an embedding) is drawn from the table's rows, any
 other integer input is all ones (an attention mask with no padding); ``int_ranges`` overrides
 either. It is not the user's data distribution: the report says so.
+
+Text, as users hold it: ``.txt`` (one sample a line, blank lines skipped) or ``.jsonl`` (one JSON object a
+line, its ``text`` field), tokenized by the tokenizer the file's export recorded (``portable.hf.assets``:
+``NAME.hf/``, named in the manifest) at the file's own static sequence length; a folder of images without
+``--preprocess`` goes through the recorded image processor (``images.py``). The report says where each
+setting came from.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +30,12 @@ import onnx
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["CALIBRATION_SEED_SALT", "HELD_OUT_SEED_SALT", "Reader", "Samples", "held_out_split", "index_ranges",
-           "load_samples", "seeded_samples"]
+__all__ = ["CALIBRATION_SEED_SALT", "HELD_OUT_SEED_SALT", "TEXT_SUFFIXES", "Reader", "Samples", "held_out_split",
+           "index_ranges", "load_samples", "read_texts", "seeded_samples"]
 
 CALIBRATION_SEED_SALT, HELD_OUT_SEED_SALT = 1, 2  # two streams of one seed: held-out samples are never calibration's
 ALL_ONES = (1, 2)  # the range of an integer input that indexes no table: all ones (a mask without padding)
+TEXT_SUFFIXES = (".txt", ".jsonl")
 
 
 @dataclass(frozen=True)
@@ -130,29 +138,97 @@ def _checked(array: np.ndarray, spec: Any, where: str) -> np.ndarray:
     return array.astype(wanted, copy=False)
 
 
-def _arrays(path: Path, specs: Sequence[Any], preprocess: str | None) -> tuple[dict[str, np.ndarray],
-                                                                               dict[str, Any] | None]:
-    """An .npz's arrays, or a folder's images as :mod:`portable.quantization.images` makes them."""
+def _recorded(model: Path | None) -> Any:
+    """The preprocessing the model's export recorded (``portable.hf.assets``), or None."""
+    if model is None:
+        return None
+    from portable.hf.assets import recorded
+
+    return recorded(model)
+
+
+def read_texts(path: Path) -> list[str]:
+    """``.txt``: one sample a line (blank lines skipped); ``.jsonl``: each line's ``text`` field."""
+    if not path.is_file():
+        raise UsageError("no such file", path=str(path))
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    if path.suffix != ".jsonl":
+        return lines
+    texts = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"line {number}: not JSON ({exc})", path=str(path)) from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise UsageError(f"line {number}: a .jsonl sample is an object with a 'text' string", path=str(path))
+        texts.append(record["text"])
+    return texts
+
+
+def _text_arrays(path: Path, specs: Sequence[Any], model: Path | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Text samples tokenized by the file's recorded tokenizer at the file's static sequence length."""
+    found = _recorded(model)
+    if found is None or not found.has_tokenizer:
+        raise UsageError(f"a {path.suffix} file is text, and {model.name if model else 'the model'} has no recorded "
+                         "tokenizer to make its inputs (export it from a model folder, which writes NAME.hf/ beside "
+                         "it; or give an .npz keyed by the input names)", path=str(path))
+    texts = read_texts(path)
+    if not texts:
+        raise UsageError("no text in the file", path=str(path))
+    first = specs[0]
+    length = _dims(first)[0] if _dims(first) else 1
+    arrays = found.encode(texts, [s.name for s in specs], int(length))
+    tokenizer = found.record["tokenizer"]
+    return arrays, {"preprocess": "tokenizer", "samples": len(texts), "tokenizer": tokenizer.get("class"),
+                    "from": found.where, "max_length": int(length), "max_length_from": f"the file's input {first.name}",
+                    "padding": "max_length", "truncation": True}
+
+
+def _arrays(path: Path, specs: Sequence[Any], preprocess: str | None, model: Path | None = None,
+            ) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+    """An .npz's arrays, text tokenized by the recorded tokenizer, or a folder's images as
+    :mod:`portable.quantization.images` makes them (by ``--preprocess``, else by the recorded image processor)."""
     if path.is_dir():
+        found = _recorded(model) if preprocess is None else None
+        if found is not None and found.has_processor:
+            from portable.quantization.images import load_recorded_folder
+
+            return load_recorded_folder(path, specs, found)
         if preprocess is None:
             raise UsageError("a folder of images needs --preprocess imagenet|inception|none (how the model's "
-                             "training normalized its inputs)", path=str(path))
+                             "training normalized its inputs); the model records no image processor", path=str(path))
         from portable.quantization.images import load_image_folder
 
         return load_image_folder(path, specs, preprocess)
     if preprocess is not None:
         raise UsageError(f"--preprocess {preprocess}: for a folder of images; an .npz holds the inputs as they are",
                          path=str(path))
+    if path.suffix in TEXT_SUFFIXES:
+        return _text_arrays(path, specs, model)
     return _read(path), None
 
 
+def _where(path: str | Path, prepared: dict[str, Any] | None, preprocess: str | None) -> str:
+    """The samples' source as the report names it, with where their preprocessing came from."""
+    if prepared is None:
+        return str(path)
+    if prepared["preprocess"] == "tokenizer":
+        return (f"{path} ({prepared['samples']} texts, tokenized by {prepared['tokenizer']} from {prepared['from']}, "
+                f"at the file's sequence length {prepared['max_length']})")
+    if prepared["preprocess"] == "recorded":
+        return f"{path} ({prepared['images']} images, by the image processor from {prepared['from']})"
+    return f"{path} ({prepared['images']} images, --preprocess {preprocess})"
+
+
 def load_samples(path: str | Path, specs: Sequence[Any], batch: int, static: bool,
-                 preprocess: str | None = None) -> Samples:
-    """The user's samples (the module docstring's format, or a folder of images with ``preprocess``),
-    checked against the graph inputs; fed ``batch`` at a time (``static``: the model's own batch, so the
-    count must be a multiple of it)."""
-    arrays, prepared = _arrays(Path(path), specs, preprocess)
-    where = str(path) if prepared is None else f"{path} ({prepared['images']} images, --preprocess {preprocess})"
+                 preprocess: str | None = None, model: str | Path | None = None) -> Samples:
+    """The user's samples (the module docstring's format, a text file, or a folder of images), checked against
+    the graph inputs; fed ``batch`` at a time (``static``: the model's own batch, so the count must be a
+    multiple of it). ``model``: the file whose recorded tokenizer or image processor makes text and images its
+    inputs."""
+    arrays, prepared = _arrays(Path(path), specs, preprocess, Path(model) if model is not None else None)
+    where = _where(path, prepared, preprocess)
     names = [s.name for s in specs]
     if not arrays:
         raise UsageError("the .npz holds no arrays (expected one per input: " + ", ".join(names) + ")", path=where)

@@ -11,6 +11,10 @@ once, in the manifest, not guessed):
   Inception and EfficientNet-Lite's own preprocessing);
 - ``none``: pixels in [0, 1], no resize: every image must already be ``H x W``.
 
+A model exported from a Hugging Face folder records its image processor (``NAME.hf/``, in the manifest):
+without ``--preprocess``, that processor's own resize, crop, rescale, mean and std are used
+(:func:`load_recorded_folder`), and the report says so.
+
 Gray images are repeated on three channels and an alpha channel is dropped. Files are read in
 sorted order, so the held-out split (the last quarter) is the same on every machine. Pillow reads
 them (matplotlib's dependency, so present with the ``torch`` extra); resizing is Pillow's bicubic.
@@ -27,7 +31,8 @@ import numpy as np
 
 from portable.errors import InputError, UsageError
 
-__all__ = ["IMAGE_SUFFIXES", "PREPROCESS", "Preprocess", "load_image_folder"]
+__all__ = ["IMAGE_SUFFIXES", "PREPROCESS", "Preprocess", "image_files", "load_image_folder", "load_recorded_folder",
+           "open_rgb"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
@@ -64,6 +69,11 @@ def _image_input(specs: Sequence[Any], folder: Path) -> tuple[str, tuple[int, in
     return specs[0].name, (int(shape[2]), int(shape[3]))
 
 
+def image_files(folder: Path) -> list[Path]:
+    """The folder's images, in sorted order (its subfolders too)."""
+    return _files(folder)
+
+
 def _files(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
@@ -71,15 +81,22 @@ def _files(folder: Path) -> list[Path]:
     return files
 
 
-def _pixels(path: Path, size: tuple[int, int], preset: Preprocess) -> np.ndarray:
-    """One image as HWC float32 in [0, 1], resized and centre-cropped when the preset says so."""
+def open_rgb(path: Path) -> Any:
+    """One image file as an RGB Pillow image (gray repeated, alpha dropped)."""
     from PIL import Image
 
     try:
         with Image.open(path) as image:
-            rgb = image.convert("RGB")
+            return image.convert("RGB")
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds on a file that is not an image
         raise InputError(f"cannot read the image: {type(exc).__name__}: {exc}", path=str(path)) from None
+
+
+def _pixels(path: Path, size: tuple[int, int], preset: Preprocess) -> np.ndarray:
+    """One image as HWC float32 in [0, 1], resized and centre-cropped when the preset says so."""
+    from PIL import Image
+
+    rgb = open_rgb(path)
     if preset.resize:
         scale = round(size[0] / 0.875) / min(rgb.size)
         rgb = rgb.resize((max(size[1], round(rgb.width * scale)), max(size[0], round(rgb.height * scale))),
@@ -91,6 +108,18 @@ def _pixels(path: Path, size: tuple[int, int], preset: Preprocess) -> np.ndarray
                          f"{size[1]}x{size[0]} (or choose --preprocess imagenet|inception to resize and crop)",
                          path=str(path))
     return np.asarray(rgb, dtype=np.float32) / 255.0
+
+
+def load_recorded_folder(folder: Path, specs: Sequence[Any], recorded: Any) -> tuple[dict[str, np.ndarray],
+                                                                                      dict[str, Any]]:
+    """The folder's images through the image processor the model's export recorded (``portable.hf.assets``):
+    its resize, crop, rescale, mean and std, each reported with where it came from."""
+    name, size = _image_input(specs, folder)
+    files = _files(folder)
+    images = recorded.pixels([open_rgb(f) for f in files], size)
+    settings = dict(recorded.record["image_processor"])
+    return {name: images}, {"preprocess": "recorded", "from": recorded.where, "images": len(files),
+                            **settings, "output_size": list(size), "output_size_from": f"the file's input {name}"}
 
 
 def load_image_folder(folder: Path, specs: Sequence[Any], preprocess: str) -> tuple[dict[str, np.ndarray],

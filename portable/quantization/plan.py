@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +38,4 @@ class Plan:
     timing: Any = None  # runners.timing.TimingConfig; None: its defaults
     preprocess: str | None = None  # a folder of images: imagenet | inception | none (images.py)
     search_limit: int = DEFAULT_SEARCH_LIMIT  # most nodes the precision search keeps in float (0: no search)
+    judge: dict[str, str] = field(default_factory=dict)  # --judge OUTPUT=KIND (judging.py): what judges an output

@@ -21,6 +21,7 @@ original did.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 from collections.abc import Collection
@@ -56,6 +57,9 @@ class Prepared:
     ranges: Path | None = None
     originals: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     extra_ops: tuple[str, ...] = ()
+    # the float model after the passes that keep its function exact (SmoothQuant, CLE), before those that change
+    # it (AdaRound, bias correction): each int8 tensor is compared with this one's (nodes.py); None: the source
+    reference: onnx.ModelProto | None = field(default=None, compare=False, repr=False)
 
     def for_trial(self, kept_float: set[str], folder: Path) -> Path:
         """``path``, or a copy whose layers named in ``kept_float`` have their original weights and biases."""
@@ -146,13 +150,18 @@ def _first(calibration: Samples, count: int) -> Samples:
     return calibration.take(0, count)
 
 
-def _inferred(model: onnx.ModelProto, folder: Path, name: str) -> Path:
-    """``model`` through ``quant_pre_process``'s shape inference (its optimizer off), as the quantizer reads it."""
+def _inferred(model: onnx.ModelProto, folder: Path, name: str, settings: Settings, source: Path) -> Path:
+    """``model`` through ``quant_pre_process``'s shape inference (its optimizer off; symbolic unless the run found
+    it fails on the source, ``steps.shape_inference``), as the quantizer reads it."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from portable.quantization.steps import shape_step, step
 
     raw, inferred = folder / f"{name}-float.onnx", folder / f"{name}.onnx"
     onnx.save(model, str(raw))
-    quant_pre_process(str(raw), str(inferred), skip_optimization=True)
+    with step(source, shape_step(settings.symbolic_shape)), contextlib.chdir(folder):  # a failure writes to the cwd
+        quant_pre_process(str(raw), str(inferred), skip_optimization=True,
+                          skip_symbolic_shape=not settings.symbolic_shape)
     raw.unlink()
     return inferred
 
@@ -212,7 +221,7 @@ def _measure(ctx: _Context, candidate: _Candidate, methods: list[str]) -> dict[s
     from portable.quantization.quantizer import quantize_prepared
 
     model, _ = _corrected(candidate.model, ctx.settings, ctx.calibration)
-    path = _inferred(model, ctx.folder, f"candidate-{candidate.name}")
+    path = _inferred(model, ctx.folder, f"candidate-{candidate.name}", ctx.settings, ctx.source)
     op_types = op_types_to_quantize_of(ctx.settings, ctx.proto, candidate.extra_ops)
     found: dict[str, float] = {}
     for method in methods:
@@ -333,11 +342,13 @@ def _build(source: Path, proto: onnx.ModelProto, settings: Settings, calibration
         passes["bias_correction"] = record
     originals.update({name: value for name, value in biases.items()
                       if not np.array_equal(value, _initializer(corrected, name))})
-    path = _inferred(corrected, folder, "prepared")
+    path = _inferred(corrected, folder, "prepared", settings, source)
     ranges, info = _ranges(path, settings, op_types_to_quantize_of(settings, proto, candidate.extra_ops), calibration,
                            method, folder)
     passes["ranges"] = info
-    return Prepared(path, corrected, passes, float_nodes, output_ops, ranges, originals, candidate.extra_ops)
+    exact = candidate.model if candidate.name == "equalized" else smoothed
+    return Prepared(path, corrected, passes, float_nodes, output_ops, ranges, originals, candidate.extra_ops,
+                    None if exact is proto else exact)
 
 
 def _initializer(model: onnx.ModelProto, name: str) -> np.ndarray:

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from portable.errors import InternalError, UsageError, one_line
+from portable.errors import UsageError
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
+from portable.quantization.steps import Reuse, step
 
 if TYPE_CHECKING:
     from portable.quantization.preparation import Prepared
@@ -117,6 +118,8 @@ class Quantized:
 
     proto: onnx.ModelProto
     passes: dict[str, Any] = field(default_factory=dict)
+    # the float model as the int8 one computes it (Prepared.reference): what the worst nodes compare with
+    reference: onnx.ModelProto | None = field(default=None, compare=False, repr=False)
 
 
 def op_types_to_quantize(settings: Settings, proto: onnx.ModelProto, extra_ops: Sequence[str] = ()) -> list[str]:
@@ -126,15 +129,18 @@ def op_types_to_quantize(settings: Settings, proto: onnx.ModelProto, extra_ops: 
 
 
 def quantize_prepared(ready: Prepared, path: Path, settings: Settings, proto: onnx.ModelProto,
-                      calibration: Samples) -> onnx.ModelProto:
+                      calibration: Samples, cache: Path | None = None) -> onnx.ModelProto:
     """ONNX Runtime's ``quantize_static`` on ``path`` (``ready``'s shape-inferred float model or a trial's copy
-    of it); with ``ready.ranges``, its calibration cache (no calibration pass), else ``calibration``."""
+    of it); with ``ready.ranges``, its calibration cache (no calibration pass), else ``calibration`` (through
+    ``cache``, where given: ONNX Runtime's own calibration cache, written by the first trial, read by the next)."""
     from onnxruntime.quantization import CalibrationMethod, quantize_static
 
     arguments = _arguments(settings, proto, ready)
     if ready.extra_ops:
         arguments["op_types_to_quantize"] = op_types_to_quantize(settings, proto, ready.extra_ops)
     reader: Reader | None = Reader(calibration)
+    if cache is not None:
+        arguments["calibration_cache_path"] = str(cache)
     if ready.ranges is not None:
         arguments.update(calibration_cache_path=str(ready.ranges), calibrate_method=CalibrationMethod.MinMax)
         reader = None
@@ -144,9 +150,11 @@ def quantize_prepared(ready: Prepared, path: Path, settings: Settings, proto: on
         return onnx.load(str(out))
 
 
-def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Quantized:
+def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse: Reuse | None = None) -> Quantized:
     """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data), after the passes
-    of :mod:`portable.quantization.preparation` (run once per source, settings and calibration samples)."""
+    of :mod:`portable.quantization.preparation` (run once per source, settings and calibration samples). Each
+    step's failure names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the
+    cause chained (``--debug`` shows it). ``reuse``: the run's trials share ONNX Runtime's calibration cache."""
     proto = onnx.load(str(source), load_external_data=False)
     excluded_ops, excluded_nodes = exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
@@ -155,14 +163,13 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples) -> Qua
 
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        try:
+        with step(source, None):
             ready = prepared(source, proto, settings, calibration)
-            kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
-            path = ready.for_trial(kept, Path(tmp))
-            quantized = quantize_prepared(ready, path, settings, proto, calibration)
-        except (UsageError, InternalError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's quantizer raises plain exceptions
-            raise InternalError(f"ONNX Runtime's quantizer failed: {one_line(exc, limit=300)}",
-                                path=str(source)) from None
-        return Quantized(quantized, dict(ready.passes))
+        kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
+        path = ready.for_trial(kept, Path(tmp))
+        if reuse is not None:  # its calibration cache holds for these settings (less their node: exclusions) only
+            reuse.keep(settings, ready, ready.path)
+        with step(source, "ONNX Runtime's quantize_static"):
+            quantized = quantize_prepared(ready, path, settings, proto, calibration,
+                                          reuse.calibration_cache if reuse is not None else None)
+        return Quantized(quantized, dict(ready.passes), ready.reference)

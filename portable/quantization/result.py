@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from portable.errors import ExitCode, FindingsError
 from portable.findings import Finding
 from portable.quantization.accuracy import BudgetCheck, OutputAccuracy
 from portable.quantization.nodes import NodeError
+from portable.quantization.on_htp import HtpAccuracy
 from portable.quantization.search import SearchResult
 from portable.quantization.settings import Budgets, Settings
 from portable.quantization.speed import LatencyComparison
@@ -55,6 +57,7 @@ class QuantizeResult:
     timings: dict[str, float] = field(default_factory=dict)
     passes: dict[str, Any] = field(default_factory=dict)  # what ran on the float model before the quantizer
     search: SearchResult | None = None  # the precision search, when a budget of the user's ran one
+    htp: HtpAccuracy | None = None  # --target qnn with onnxruntime-qnn: ``accuracy`` is the HTP's, ORT CPU's beside it
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -90,9 +93,35 @@ class QuantizeResult:
                 "held_out": self.held_out.to_dict(), "ops": dict(self.ops),
                 "accuracy": [a.to_dict() for a in self.accuracy], "budgets": self.budgets.to_dict(),
                 "budget_checks": [c.to_dict() for c in self.checks], "budgets_ok": self.budgets_ok,
+                "judged": judged(self.accuracy, self.checks, floor=self.budgets.floor is not None),
                 "worst_nodes": [n.to_dict() for n in self.worst_nodes],
                 "latency": self.latency.to_dict() if self.latency is not None else None, "notes": list(self.notes),
-                "passes": dict(self.passes), "precision_search": _search_dict(self.search)}
+                "passes": dict(self.passes), "precision_search": _search_dict(self.search),
+                "htp": self.htp.to_dict() if self.htp is not None else None}
+
+
+def judged(accuracy: tuple[OutputAccuracy, ...], checks: tuple[BudgetCheck, ...], *,
+           floor: bool) -> dict[str, dict[str, Any]]:
+    """Per output: what judges it (``kind``, ``why``, ``positions``) and each figure held to a least value, as
+    another tool reads them to judge the int8 file again (``compare``): ``figure`` (a name of
+    :data:`portable.quantization.accuracy.FIGURES`), ``min``, ``measured``, ``passed``, ``budget`` (the flag's
+    spelling) and ``by`` ("default floor" or "your budget"). A top-1 drop budget is written as the least
+    agreement it leaves (``top1_agreement_pct`` at least 100 - PCT)."""
+    figures: dict[str, list[dict[str, Any]]] = {a.name: [] for a in accuracy}
+    for c in checks:
+        if c.output not in figures:
+            continue
+        drop = c.budget == "max-top1-drop"
+        figures[c.output].append({"figure": c.figure, "min": 100.0 - c.limit if drop else c.limit,
+                                  "measured": _finite(100.0 - c.measured if drop else c.measured),
+                                  "passed": c.passed, "budget": c.budget,
+                                  "by": "default floor" if floor else "your budget", "why": c.why})
+    return {a.name: {"kind": a.kind, "why": a.why, "positions": a.positions, "figures": figures[a.name]}
+            for a in accuracy}
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 6) if math.isfinite(value) else None
 
 
 def _search_dict(found: SearchResult | None) -> dict[str, Any] | None:

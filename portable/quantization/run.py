@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +37,13 @@ from portable.quantization.data import (
     load_samples,
     seeded_samples,
 )
+from portable.quantization.judging import OutputKind, output_kinds, recorded_task
 from portable.quantization.plan import Plan
 from portable.quantization.quantizer import exclusions, quantize_file
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
 from portable.quantization.search import SearchResult
 from portable.quantization.settings import DEFAULT_GOAL
+from portable.quantization.steps import ShapeInference, shape_inference
 from portable.quiet import quiet_libraries
 
 if TYPE_CHECKING:
@@ -71,7 +73,11 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     calibration, held_out = _samples(plan, proto, specs)
     phases = Phases(quiet)
     phases.timings["load"] = round(time.perf_counter() - start, 4)
-    plan, searched = _searched(plan, calibration, held_out, phases)
+    with phases.phase("shapes"), quiet_libraries():  # ONNX Runtime's shape inference, before any long work
+        plan, shapes = _shape_inference(plan)
+    with phases.phase("float outputs"):  # once: the search's trials and the file are measured against them
+        reference = _reference(plan, proto, held_out)
+    plan, searched = _searched(plan, calibration, held_out, reference, phases)
     if searched is not None and searched.quantized is not None:  # the search's own trial is the file
         quantized = searched.quantized
     else:
@@ -82,13 +88,16 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
             staged = _stage(stages, quantized.proto, plan, _batch_stamp(proto), force)
         result = replace(_result(plan, calibration, held_out, staged, quantized.proto), passes=quantized.passes,
                          search=searched)
-        with _workdir(plan.source, staged.readable()) as (float_model, int8_model), quiet_libraries():
-            result = _measure(plan, result, float_model, int8_model, held_out, phases)
+        result = replace(result, notes=result.notes + ((shapes.note,) if shapes.note else ()))
+        with _workdir(plan.source, staged.readable(), quantized.reference) as (float_model, int8_model, reference_model), \
+                quiet_libraries():
+            result = _measure(plan, result, (float_model, reference_model), int8_model, (held_out, reference), phases)
         _judge(replace(result, timings=dict(phases.timings)))
         return _write(staged, plan, result, phases)
 
 
-def _searched(plan: Plan, calibration: Samples, held_out: Samples, phases: Phases) -> tuple[Plan, SearchResult | None]:
+def _searched(plan: Plan, calibration: Samples, held_out: Samples, reference: Reference,
+              phases: Phases) -> tuple[Plan, SearchResult | None]:
     """The plan with the nodes the precision search keeps in float: toward the user's budgets, or, with none
     given and real calibration data, toward the default goal (``DEFAULT_GOAL``; the floor judges the result).
     Seeded calibration gets no search: its figures are random inputs', not the user's."""
@@ -99,8 +108,15 @@ def _searched(plan: Plan, calibration: Samples, held_out: Samples, phases: Phase
     goal = plan.budgets if plan.budgets.given else DEFAULT_GOAL
     with phases.phase("search"), quiet_libraries():
         found = search(plan.source, plan.settings, goal, calibration, held_out,
-                       _first(held_out, PER_NODE_SAMPLES), _accuracy, plan.search_limit)
+                       (_first(calibration, PER_NODE_SAMPLES), _first(held_out, PER_NODE_SAMPLES)),
+                       lambda int8: _accuracy(reference, int8, held_out), plan.search_limit, phases.note)
     return replace(plan, settings=found.settings), found
+
+
+def _shape_inference(plan: Plan) -> tuple[Plan, ShapeInference]:
+    """The plan with the shape inference ``quant_pre_process`` will run (symbolic, or ONNX's where it fails)."""
+    found = shape_inference(plan.source)
+    return replace(plan, settings=replace(plan.settings, symbolic_shape=found.symbolic)), found
 
 
 def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan, batch: str | int,
@@ -118,15 +134,23 @@ def _stage(stages: contextlib.ExitStack, quantized: onnx.ModelProto, plan: Plan,
 
 
 @contextlib.contextmanager
-def _workdir(source: Path, staged: Path) -> Iterator[tuple[Path, Path]]:
+def _workdir(source: Path, staged: Path, reference: onnx.ModelProto | None) -> Iterator[tuple[Path, Path, Path]]:
     """Both models under names in a folder of our own (symbolic links, nothing copied): ONNX Runtime's
     quantization tools write helper files beside the models they read (``NAME-inferred.onnx``), which
-    must land neither beside the user's model nor in the output folder."""
+    must land neither beside the user's model nor in the output folder. The third is the float model as the
+    quantizer read it (``Quantized.reference``; the source itself when no pass changed its tensors)."""
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
         float_model, int8_model = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
         float_model.symlink_to(source.resolve())
         int8_model.symlink_to(staged.resolve())
-        yield float_model, int8_model
+        yield float_model, int8_model, _saved(reference, Path(tmp) / "reference.onnx") or float_model
+
+
+def _saved(proto: onnx.ModelProto | None, path: Path) -> Path | None:
+    if proto is None:
+        return None
+    onnx.save(proto, str(path))
+    return path
 
 
 def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
@@ -150,6 +174,10 @@ def _portable_source(plan: Plan) -> tuple[onnx.ModelProto, list[Any]]:
     if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
         raise UsageError("already quantized (it has QuantizeLinear/DequantizeLinear nodes)", path=str(plan.source))
     exclusions(proto, plan.settings.exclude)
+    unknown = sorted(set(plan.judge) - {o.name for o in proto.graph.output})
+    if unknown:
+        raise UsageError(f"--judge {', '.join(unknown)}: not an output of the model (its outputs: "
+                         f"{', '.join(o.name for o in proto.graph.output)})", path=str(plan.source))
     return proto, io_of_proto(proto)[0]
 
 
@@ -163,9 +191,9 @@ def _feed_batch(plan: Plan, specs: list[Any]) -> tuple[int, bool]:
 def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samples, Samples]:
     batch, static = _feed_batch(plan, specs)
     if plan.calibration is not None:
-        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess)
+        given = load_samples(plan.calibration, specs, batch, static, plan.preprocess, model=plan.source)
         if plan.eval_data is not None:
-            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+            return given, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
         return held_out_split(given)
     ranges = {**index_ranges(proto), **plan.int_ranges}
     count = -(-plan.samples // batch) * batch if static else plan.samples
@@ -173,7 +201,7 @@ def _samples(plan: Plan, proto: onnx.ModelProto, specs: list[Any]) -> tuple[Samp
     calibration = seeded_samples(specs, count, seed=plan.seed, salt=CALIBRATION_SEED_SALT, batch=batch,
                                  static=static, int_ranges=ranges)
     if plan.eval_data is not None:
-        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan))
+        return calibration, load_samples(plan.eval_data, specs, batch, static, _folder_only(plan), model=plan.source)
     return calibration, seeded_samples(specs, held, seed=plan.seed, salt=HELD_OUT_SEED_SALT, batch=batch,
                                        static=static, int_ranges=ranges)
 
@@ -207,19 +235,29 @@ def _result(plan: Plan, calibration: Samples, held_out: Samples, staged: Staged,
                           + ((ENTROPY_NOTE,) if plan.settings.method == "entropy" else ()))
 
 
-def _measure(plan: Plan, result: QuantizeResult, float_model: Path, int8: Path, held_out: Samples,
-             phases: Phases) -> QuantizeResult:
-    """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples."""
+def _measure(plan: Plan, result: QuantizeResult, floats: tuple[Path, Path], int8: Path,
+             held: tuple[Samples, Reference], phases: Phases) -> QuantizeResult:
+    """Accuracy (and budgets), the worst nodes, the latency: each on the held-out samples. ``floats``: the user's
+    float model (latency), and the one the quantizer read (the worst nodes compare like with like); ``held``: the
+    held-out samples and the float model's outputs on them."""
+    (float_model, reference), (held_out, outputs) = floats, held
     with phases.phase("accuracy"):
-        accuracy = _accuracy(float_model, int8, held_out)
+        accuracy = _accuracy(outputs, int8, held_out)
         result = replace(result, accuracy=accuracy, checks=check_budgets(plan.budgets, accuracy),
-                         notes=result.notes + _host_kernels_note(accuracy, _accuracy(float_model, int8, held_out,
+                         notes=result.notes + _host_kernels_note(accuracy, _accuracy(outputs, int8, held_out,
                                                                                       as_written=False)))
+    if plan.settings.target.name == "qnn":  # issue 47: judged on Qualcomm's HTP where onnxruntime-qnn is installed
+        from portable.quantization.on_htp import on_htp
+
+        with phases.phase("htp"):
+            htp = on_htp(float_model, int8, held_out, outputs.kinds)
+        result = replace(result, notes=result.notes + (htp,)) if isinstance(htp, str) else replace(
+            result, htp=htp, accuracy=htp.htp, checks=check_budgets(plan.budgets, htp.htp), notes=result.notes + (htp.note(),))
     if plan.per_node:
         from portable.quantization.nodes import worst_nodes
 
         with phases.phase("nodes"):
-            result = replace(result, worst_nodes=worst_nodes(float_model, int8, _first(held_out, PER_NODE_SAMPLES)))
+            result = replace(result, worst_nodes=worst_nodes(reference, int8, _first(held_out, PER_NODE_SAMPLES)))
     if plan.latency:
         from portable.quantization.speed import compare_latency
 
@@ -241,21 +279,38 @@ def _latency_feeds(held_out: Samples) -> dict[str, np.ndarray]:
     return {k: np.concatenate([v] * reps)[:held_out.batch] for k, v in held_out.arrays.items()}
 
 
-def _accuracy(source: Path, int8: Path, held_out: Samples, *, as_written: bool = True) -> tuple[OutputAccuracy, ...]:
-    """The int8 file against the float one on the held-out samples. ``as_written`` (the judged figure): the
+@dataclass(frozen=True)
+class Reference:
+    """The float model's outputs on the held-out samples (computed once: every trial of the search and the file
+    are measured against them), and what judges each output (:mod:`portable.quantization.judging`)."""
+
+    names: tuple[str, ...]
+    outputs: tuple[np.ndarray, ...]
+    kinds: dict[str, OutputKind]
+
+
+def _reference(plan: Plan, proto: onnx.ModelProto, held_out: Samples) -> Reference:
+    from portable.quantization.speed import cpu_session
+
+    session = cpu_session(plan.source, "the float model")
+    names = tuple(o.name for o in session.get_outputs())
+    runs = [session.run(None, feeds) for feeds in held_out.batches()]
+    outputs = tuple(np.concatenate([np.asarray(r[i]) for r in runs]) for i in range(len(names)))
+    kinds = output_kinds(proto, dict(zip(names, outputs)), held_out.arrays, task=recorded_task(plan.source),
+                         overrides=plan.judge)
+    return Reference(names, outputs, kinds)
+
+
+def _accuracy(reference: Reference, int8: Path, held_out: Samples, *,
+              as_written: bool = True) -> tuple[OutputAccuracy, ...]:
+    """The int8 file against the float outputs on the held-out samples. ``as_written`` (the judged figure): the
     QDQ file's own arithmetic, the same on every CPU; else ONNX Runtime's fused int8 kernels on this CPU."""
     from portable.quantization.speed import cpu_session
 
-    float_session = cpu_session(source, "the float model")
-    int8_session = cpu_session(int8, "the int8 model", as_written=as_written)
-    names = [o.name for o in float_session.get_outputs()]
-    expected: list[list[np.ndarray]] = [[] for _ in names]
-    actual: list[list[np.ndarray]] = [[] for _ in names]
-    for feeds in held_out.batches():
-        for store, session in ((expected, float_session), (actual, int8_session)):
-            for i, value in enumerate(session.run(None, feeds)):
-                store[i].append(np.asarray(value))
-    return compare_outputs(names, [np.concatenate(e) for e in expected], [np.concatenate(a) for a in actual])
+    session = cpu_session(int8, "the int8 model", as_written=as_written)
+    runs = [session.run(None, feeds) for feeds in held_out.batches()]
+    actual = [np.concatenate([np.asarray(r[i]) for r in runs]) for i in range(len(reference.names))]
+    return compare_outputs(reference.names, reference.outputs, actual, reference.kinds, held_out.arrays)
 
 
 HOST_GAP_DB = 1.0  # a host-kernel SQNR this far under the file's own is worth a note
@@ -298,21 +353,11 @@ def _budget_message(result: QuantizeResult) -> str:
                     "tried in float and did not reach it (--search-limit N tries more); "
                     if result.search is not None and result.search.tried else "")
         return (f"{message}; {searched}try {', '.join([*tries, ''])}a budget (--min-sqnr/--max-top1-drop/--min-cosine) "
-                f"of your own; --min-sqnr 0 writes the file as it is{_cosine_hint(result)}")
+                "of your own; --min-sqnr 0 writes the file as it is")
     if result.search is not None:
         return (f"{message}; up to {len(result.search.tried)} of the most sensitive node(s) kept in float did not "
                 "meet it either (--search-limit N tries more)")
     return message
-
-
-def _cosine_hint(result: QuantizeResult) -> str:
-    """For embeddings (vectors, no logits): the cosine measured, and the budget that judges by it."""
-    vectors = [o for o in result.accuracy if o.cosine_mean is not None and o.top1_agreement is None]
-    if not vectors:
-        return ""
-    worst = min(vectors, key=lambda o: o.cosine_mean or 0.0)
-    return (f"; embeddings are judged by direction: {worst.name} keeps a mean cosine of {worst.cosine_mean:.4f} "
-            "(--min-cosine C)")
 
 
 def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:

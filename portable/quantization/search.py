@@ -16,9 +16,17 @@ requantization each side), so it is never worse than all-int8; the run judges it
 refuse it; with none given, the default floor may still take it) and the report names the nodes tried.
 Trials are quantized in a temporary folder; nothing is staged.
 
-One ranking, not a ranking per trial: the per-node analysis holds every activation of both models
+One ranking, not a ranking per trial: the per-node analysis runs both models on every tensor
 and costs more than a trial; the order it gives is the report's own, so what the search keeps in
-float is what the report's table names first.
+float is what the report's table names first. The ranking runs on a few samples (the first
+``PER_NODE_SAMPLES`` calibration ones for the sensitivity, held-out ones for the per-node loss).
+
+Minutes, not hours: the trials share what the nodes kept float do not change
+(:class:`~portable.quantization.steps.Reuse`: the passes' float model, quant_pre_process's output and
+ONNX Runtime's calibration ranges, computed by the first trial), and the float model's outputs on the
+held-out samples are computed once by the run (``measure`` runs the int8 model alone). A trial is then
+ONNX Runtime's quantizer on cached ranges and one int8 run of the held-out samples. Each trial is
+reported as it ends (``progress``: trial k of n, the figure furthest from its goal, the best so far).
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ from portable.quantization.accuracy import OutputAccuracy, check_budgets
 from portable.quantization.data import Samples
 from portable.quantization.quantizer import Quantized
 from portable.quantization.settings import Budgets, Settings
+from portable.quantization.steps import Reuse
 
 __all__ = ["SearchResult", "search"]
 
-Measure = Callable[[Path, Path, Samples], tuple[OutputAccuracy, ...]]
+Measure = Callable[[Path], tuple[OutputAccuracy, ...]]  # the int8 model's accuracy on the held-out samples
+Progress = Callable[[str], None]  # a line about the search's progress (Phases.note)
 
 
 @dataclass(frozen=True)
@@ -57,32 +67,40 @@ def _holds(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> bool:
     return all(c.passed for c in check_budgets(budgets, accuracy))
 
 
-def _trial(source: Path, settings: Settings, calibration: Samples, folder: Path) -> tuple[Quantized, Path]:
+def _trial(source: Path, settings: Settings, calibration: Samples, reuse: Reuse) -> tuple[Quantized, Path]:
     from portable.quantization.quantizer import quantize_file
 
-    path = folder / "trial.onnx"
-    quantized = quantize_file(source, settings, calibration)
+    path = reuse.folder / "trial.onnx"
+    quantized = quantize_file(source, settings, calibration, reuse)
     onnx.save(quantized.proto, str(path))
     return quantized, path
 
 
-def _ranked(source: Path, settings: Settings, trial: Path, calibration: Samples, samples: Samples,
+def _reference(source: Path, quantized: Quantized, folder: Path) -> Path:
+    """The float model the quantizer read, as the worst nodes compare with it (the source when unchanged)."""
+    if quantized.reference is None:
+        return source
+    onnx.save(quantized.reference, str(folder / "reference.onnx"))
+    return folder / "reference.onnx"
+
+
+def _ranked(source: tuple[Path, Path], settings: Settings, trial: Path, few: tuple[Samples, Samples],
             limit: int) -> list[str]:
     """Float-model node names to keep float, in order: the weight layers whose int8 weights alone cost the
-    outputs most (:mod:`portable.quantization.sensitivity`, on the calibration samples), then the rest by their
-    own pair's loss (graph inputs have no node to keep)."""
+    outputs most (:mod:`portable.quantization.sensitivity`, on a few calibration samples), then the rest by their
+    own pair's loss on a few held-out ones (graph inputs have no node to keep)."""
     from portable.quantization.nodes import worst_nodes
     from portable.quantization.sensitivity import weight_sensitivity
 
-    layers = [layer.node for layer in weight_sensitivity(source, settings, calibration)]
-    rows = worst_nodes(source, trial, samples, count=4 * limit)
+    layers = [layer.node for layer in weight_sensitivity(source[0], settings, few[0])]
+    rows = worst_nodes(source[1], trial, few[1], count=4 * limit)
     own = [r.node for r in rows if r.node and r.qdq_sqnr_db is not None]
     return list(dict.fromkeys(layers + own))[:limit]
 
 
 def _margin(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> float:
     """The worst check's distance from its limit (dB, percentage points, cosine x 100; negative: missed)."""
-    scale = {"min-sqnr": 1.0, "max-top1-drop": -1.0, "min-cosine": 100.0}
+    scale = {"min-sqnr": 1.0, "max-top1-drop": -1.0, "min-cosine": 100.0, "min-top1-confident": 1.0}
     checks = check_budgets(budgets, accuracy)
     return min((scale[c.budget] * (c.measured - c.limit) for c in checks), default=0.0)
 
@@ -91,28 +109,46 @@ def _excluding(settings: Settings, nodes: list[str]) -> Settings:
     return replace(settings, exclude=(*settings.exclude, *(f"node:{k}" for k in nodes)))
 
 
+def _worst(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> str:
+    """The check furthest from its limit, as the progress line shows it."""
+    checks = check_budgets(budgets, accuracy)
+    scale = {"min-sqnr": 1.0, "max-top1-drop": -1.0, "min-cosine": 100.0, "min-top1-confident": 1.0}
+    worst = min(checks, key=lambda c: scale[c.budget] * (c.measured - c.limit), default=None)
+    return "no check" if worst is None else f"{worst.budget} {worst.measured:.4g} on {worst.output} (goal {worst.limit:g})"
+
+
 def search(source: Path, settings: Settings, budgets: Budgets, calibration: Samples, held_out: Samples,
-           per_node_samples: Samples, measure: Measure, limit: int) -> SearchResult:
-    """See the module docstring; ``measure(float_model, int8_model, held_out)`` gives the accuracy. A node
-    stays float only when its trial moves the worst budget closer: one in float between int8 neighbours
-    can lose (EfficientNet-Lite0's first depthwise alone: 15.2 -> 14.1 dB; with the stem: 19.3 dB)."""
+           few: tuple[Samples, Samples], measure: Measure, limit: int,
+           progress: Progress = lambda _: None) -> SearchResult:
+    """See the module docstring; ``measure(int8_model)`` gives the accuracy on ``held_out``; ``few``: the first
+    calibration and held-out samples the ranking runs on; ``progress`` hears of each trial (trial k of n, the
+    figure furthest from its goal, the best so far). A node stays float only when its trial moves the worst budget
+    closer: one in float between int8 neighbours can lose (EfficientNet-Lite0's first depthwise alone: 15.2 ->
+    14.1 dB; with the stem: 19.3 dB). The trials share what does not depend on the nodes kept float
+    (:class:`~portable.quantization.steps.Reuse`)."""
     with tempfile.TemporaryDirectory(prefix="portable-search-") as tmp:
-        folder = Path(tmp)
-        best_model, trial = _trial(source, settings, calibration, folder)
-        accuracy = measure(source, trial, held_out)
+        reuse = Reuse(Path(tmp))
+        best_model, trial = _trial(source, settings, calibration, reuse)
+        accuracy = measure(trial)
+        progress(f"trial 1: every node int8: {_worst(budgets, accuracy)}")
         if _holds(budgets, accuracy) or limit < 1:
-            return SearchResult(settings, (), 1, True, quantized=best_model)
+            return SearchResult(settings, (), 1, _holds(budgets, accuracy), quantized=best_model)
         kept: list[str] = []
         tried: list[str] = []
-        best = _margin(budgets, accuracy)
-        for name in _ranked(source, settings, trial, calibration, per_node_samples, limit):
+        best, best_text = _margin(budgets, accuracy), _worst(budgets, accuracy)
+        progress(f"ranking the nodes to keep float (up to {limit})")
+        ranked = _ranked((source, _reference(source, best_model, reuse.folder)), settings, trial, few, limit)
+        for name in ranked:
             tried.append(name)
             current = _excluding(settings, [*kept, name])
-            model, path = _trial(source, current, calibration, folder)
-            accuracy = measure(source, path, held_out)
+            model, path = _trial(source, current, calibration, reuse)
+            accuracy = measure(path)
             if _holds(budgets, accuracy):
+                progress(f"trial {len(tried) + 1} of {len(ranked) + 1}: {name} float: {_worst(budgets, accuracy)}: met")
                 return SearchResult(current, (*kept, name), len(tried) + 1, True, quantized=model)
-            margin = _margin(budgets, accuracy)
+            margin, text = _margin(budgets, accuracy), _worst(budgets, accuracy)
             if margin > best:
-                kept, best, best_model = [*kept, name], margin, model
+                kept, best, best_text, best_model = [*kept, name], margin, text, model
+            progress(f"trial {len(tried) + 1} of {len(ranked) + 1}: {name} float: {text}, "
+                     f"{'kept' if kept and kept[-1] == name else 'put back'}; best so far {best_text.split(' on ')[0]}")
         return SearchResult(_excluding(settings, kept), tuple(kept), len(tried) + 1, False, tuple(tried), best_model)

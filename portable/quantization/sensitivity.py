@@ -17,6 +17,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,36 +54,44 @@ def _layers(proto: onnx.ModelProto) -> list[onnx.NodeProto]:
             and len(n.input) > 1 and n.input[1] in weights]
 
 
-def _outputs(path: Path, samples: Samples) -> list[np.ndarray]:
-    from portable.quantization.speed import cpu_session
+def _overridable(proto: onnx.ModelProto, names: list[str], path: Path) -> None:
+    """``proto`` saved with the weights ``names`` also listed as graph inputs: ONNX Runtime then takes a value fed
+    under such a name in place of the initializer (an overridable initializer), so one session serves every layer's
+    trial, the weights left as they are in the file."""
+    tables = {t.name: t for t in proto.graph.initializer}
+    augmented = onnx.ModelProto()
+    augmented.CopyFrom(proto)
+    augmented.graph.input.extend(onnx.helper.make_tensor_value_info(n, tables[n].data_type, list(tables[n].dims))
+                                 for n in names)
+    onnx.save(augmented, str(path))
 
-    session = cpu_session(path, "the float model")
-    runs = [session.run(None, feeds) for feeds in samples.batches()]
+
+def _outputs(session: Any, samples: Samples, weight: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    runs = [session.run(None, {**feeds, **(weight or {})}) for feeds in samples.batches()]
     return [np.concatenate([r[i] for r in runs]) for i in range(len(runs[0]))]
 
 
-def _one(proto: onnx.ModelProto, node: onnx.NodeProto, settings: Settings, path: Path) -> None:
+def _rounded(proto: onnx.ModelProto, node: onnx.NodeProto, settings: Settings) -> dict[str, np.ndarray]:
+    """``node``'s weight as ONNX Runtime's quantizer will round it, to feed in place of the initializer."""
     from portable.quantization.correction import ort_rounded
 
-    tables = {t.name: t for t in proto.graph.initializer}
-    weight = numpy_helper.to_array(tables[node.input[1]])
-    rounded = ort_rounded(weight.astype(np.float64), settings, _axis(node, settings)).astype(weight.dtype)
-    trial = onnx.ModelProto()
-    trial.CopyFrom(proto)
-    table = next(t for t in trial.graph.initializer if t.name == node.input[1])
-    table.CopyFrom(numpy_helper.from_array(rounded, node.input[1]))
-    onnx.save(trial, str(path))
+    weight = numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == node.input[1]))
+    return {node.input[1]: ort_rounded(weight.astype(np.float64), settings, _axis(node, settings)).astype(weight.dtype)}
 
 
 def weight_sensitivity(source: Path, settings: Settings, samples: Samples) -> list[LayerSensitivity]:
-    """Every weight layer of ``source``, the one whose int8 weights alone cost the outputs most first."""
+    """Every weight layer of ``source``, the one whose int8 weights alone cost the outputs most first, measured on
+    ``samples`` (a few calibration samples: one float run of them per layer)."""
+    from portable.quantization.speed import cpu_session
+
     proto = onnx.load(str(source))
-    reference = _outputs(source, samples)
-    found = []
+    layers = _layers(proto)
     with tempfile.TemporaryDirectory(prefix="portable-sensitivity-") as tmp:
-        path = Path(tmp) / "one.onnx"
-        for node in _layers(proto):
-            _one(proto, node, settings, path)
-            worst = min((sqnr_db(r, o) for r, o in zip(reference, _outputs(path, samples))), default=math.inf)
-            found.append(LayerSensitivity(node.name, worst))
+        _overridable(proto, [n.input[1] for n in layers], Path(tmp) / "overridable.onnx")
+        session = cpu_session(Path(tmp) / "overridable.onnx", "the float model")
+    reference, found = _outputs(session, samples), []
+    for node in layers:
+        outputs = _outputs(session, samples, _rounded(proto, node, settings))
+        found.append(LayerSensitivity(node.name, min((sqnr_db(r, o) for r, o in zip(reference, outputs)),
+                                                     default=math.inf)))
     return sorted(found, key=lambda layer: layer.sqnr_db)

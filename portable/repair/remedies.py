@@ -89,6 +89,42 @@ def _fold_constants(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
     return ir.passes.Sequential(common.NameFixPass(), OptimizePass())
 
 
+def _static_dims(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import StaticDimsPass
+
+    return StaticDimsPass()
+
+
+def _constant_of_shape(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters.remedies import ConstantOfShapePass
+
+    return ConstantOfShapePass()
+
+
+def _static_dims_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """Each size read from a static dim: ``input_ids dim 1 -> 128``."""
+    from portable.exporters.remedies import static_dim_reads
+
+    return ", ".join(f"{name} dim {axis} -> {size}" for name, axis, size in static_dim_reads(before))
+
+
+def _expand_batch(plan: Plan, model: ir.Model) -> ir.passes.PassBase:
+    from portable.exporters import passes
+    from portable.exporters.remedies import ExpandBatchShapesPass, batch_symbol
+
+    return ExpandBatchShapesPass(passes.ShapeProbe(passes.BATCH if batch_symbol(model) == passes.BATCH else None))
+
+
+def _expand_detail(plan: Plan, before: ir.Model, after: ir.Model) -> str:
+    """Each ``Expand`` whose size became a constant: ``Expand '/Expand' -> [1, 1, 128, 128]``."""
+    was = {n.name for n in before.graph if n.op_type == "Expand" and len(n.inputs) > 1 and n.inputs[1] is not None
+           and n.inputs[1].const_value is None}
+    now = [n for n in after.graph if n.op_type == "Expand" and n.name in was and n.inputs[1] is not None
+           and n.inputs[1].const_value is not None]
+    return ", ".join(f"Expand '{n.name}' -> {n.inputs[1].const_value.numpy().tolist()} (its input has the batch)"  # type: ignore[union-attr]
+                     for n in now)
+
+
 def _probed(name: str) -> Any:
     """A builder of the exporter's probed pass ``name`` for this model's batch symbol: each remedy runs on its
     own clone, so each gets its own probe."""
@@ -339,8 +375,12 @@ REMEDIES: tuple[Remedy, ...] = (
     Remedy("negative-dims", _negative_dims),
     Remedy("dims", _dims),
     Remedy("batch", _batch),
+    # after dims and batch, before fold-constants: what reads the dims folds on
+    Remedy("static-dims", _static_dims, detail=_static_dims_detail),
     Remedy("fold-constants", _fold_constants),
+    Remedy("constant-of-shape", _constant_of_shape),  # after fold-constants (which folds its Shape), before the probes
     Remedy("fold-batch-shapes", _probed("FoldBatchShapesPass")),
+    Remedy("expand-batch-shapes", _expand_batch, detail=_expand_detail),  # after fold-batch-shapes: the sizes it could not write
     Remedy("approximate-gelu", _approximate_gelu, detail=_gelu_detail),  # opt-in (--approximate-gelu); not exact
     Remedy("pad-as-slices", _pads_as_slices, detail=_pads_detail),  # opt-in (pad_modes); before int32-indices
     Remedy("int32-indices", _int32_indices, detail=_int32_detail),  # opt-in (INT32_TARGETS); before remove-unused and canonical names

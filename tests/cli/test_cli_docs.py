@@ -57,7 +57,8 @@ def missing_flags(page: str, command: tuple[str, ...], help_output: str) -> set[
 
 
 COMMANDS = [(), ("validate",), ("rules",), ("explain",), ("inspect",), ("export",), ("precheck",), ("fix",),
-            ("quantize",), ("compare",), ("matrix",), ("report",), ("report", "merge")]
+            ("quantize",), ("compare",), ("matrix",), ("report",), ("report", "merge"), ("fleet",), ("fleet", "run"),
+            ("fleet", "report")]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "portable")
@@ -72,7 +73,8 @@ def test_every_command_has_a_section(cli, generated):
 
     titles = set(sections(generated))
     assert {f"`portable {name}`" for name in NAMES} <= titles
-    assert {" ".join(c) for c in COMMANDS if c} == set(NAMES) | {"report merge"}  # this file's list is whole
+    groups = {"report merge", "fleet run", "fleet report"}
+    assert {" ".join(c) for c in COMMANDS if c} == set(NAMES) | groups  # this file's list is whole
 
 
 def test_a_missing_option_is_named(cli):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import fixture_module
+from support import photos
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,30 @@ def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("lite0")
     model = folder / "lite0.onnx"
     export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
-    calibration, held_out = fixture_module("photos.py").calibration_and_held_out(48, 96)
+    calibration, held_out = photos().calibration_and_held_out(48, 96)
     np.savez(folder / "cal.npz", **calibration)
     np.savez(folder / "held.npz", **held_out)
     return model, folder / "cal.npz", folder / "held.npz"
+
+
+@pytest.fixture(scope="session")
+def direct_weight_sqnr():
+    """``measure(reference, int8, settings)``: for every MatMul weight the int8 file quantized, the SQNR of ONNX
+    Runtime's own rounding (``quant_utils.quantize_data`` with the run's type, symmetry and per-channel axis) of
+    the weight the quantizer read (``reference``, a float ModelProto), measured directly, apart from the worst-nodes
+    table: ``{weight name: dB}``."""
+    import onnx
+    from onnx import numpy_helper
+
+    from portable.quantization.accuracy import sqnr_db
+    from portable.quantization.correction import ort_rounded
+
+    def measure(reference, int8: Path, settings) -> dict[str, float]:
+        quantized = {t.name.removesuffix("_quantized") for t in onnx.load(str(int8)).graph.initializer}
+        tables = {t.name: numpy_helper.to_array(t).astype("float64") for t in reference.graph.initializer}
+        axis = 1 if settings.per_channel_for("MatMul") else None
+        return {n.input[1]: sqnr_db(tables[n.input[1]], ort_rounded(tables[n.input[1]], settings, axis))
+                for n in reference.graph.node if n.op_type == "MatMul" and n.input[1] in tables
+                and n.input[1] in quantized}
+
+    return measure

@@ -47,4 +47,4 @@ def test_budgets_pass_and_fail_per_output():
 
 def test_a_top1_budget_on_a_model_without_logits_cannot_be_met():
     (check,) = check_budgets(Budgets(max_top1_drop_pct=5.0), [_row("hidden", 30.0, None)])
-    assert not check.passed and "no output shaped" in check.output and check.to_dict()["measured"] is None
+    assert not check.passed and "no output judged as logits" in check.output and check.to_dict()["measured"] is None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from portable.quantization.accuracy import PERFECT_DB
-from portable.quantization.nodes import _activation_sqnr, _dequantized
+from portable.quantization.accuracy import PERFECT_DB, sqnr_db
+from portable.quantization.nodes import _activation_sqnr, _activation_sums, _dequantized
 
 
 def test_a_uint8_weight_with_a_zero_point_of_128_is_dequantized_without_wrapping_around():
@@ -25,6 +26,16 @@ def test_an_all_zero_tensor_kept_exactly_is_perfect_not_zero_db():
     zeros = [np.zeros(16, np.float32)] * 2
     ramp = [np.linspace(-1, 1, 16, dtype=np.float32)] * 2
     noisy = [r + 0.01 for r in ramp]
-    assert _activation_sqnr({"pre_qdq": zeros, "post_qdq": zeros, "float": zeros}) == (PERFECT_DB, PERFECT_DB)
-    own, vs_float = _activation_sqnr({"pre_qdq": ramp, "post_qdq": noisy, "float": ramp})
+    assert _activation_sqnr(_activation_sums({"pre_qdq": zeros, "post_qdq": zeros, "float": zeros})) == (PERFECT_DB,
+                                                                                                         PERFECT_DB)
+    own, vs_float = _activation_sqnr(_activation_sums({"pre_qdq": ramp, "post_qdq": noisy, "float": ramp}))
     assert 30 < own == vs_float < 40
+
+
+def test_sums_over_batches_give_the_sqnr_of_the_samples_joined():
+    rng = np.random.default_rng(0)
+    pre = [rng.standard_normal(32) for _ in range(3)]
+    post = [p + 0.05 * rng.standard_normal(32) for p in pre]
+    batches = sum(_activation_sums({"pre_qdq": [p], "post_qdq": [q], "float": [p]}) for p, q in zip(pre, post))
+    joined = sqnr_db(np.concatenate(pre), np.concatenate(post))
+    assert _activation_sqnr(batches) == pytest.approx((joined, joined), abs=1e-9) and 20 < joined < 40

@@ -57,8 +57,8 @@ def test_gelus_become_tanh_and_the_proof_says_how_far_outputs_moved(minilm: Path
     assert data["ok"] and "Erf" in _ops(minilm) and "Erf" not in _ops(out) and _ops(out).count("Tanh") == 6
     report = next(r for r in data["remedies"] if r["name"] == "approximate-gelu")
     assert report["status"] == "applied" and "6 exact GELU(s) -> tanh form" in report["detail"]
-    qnn = data["partitions"]["qnn"]
-    assert qnn["after"] < qnn["before"]  # the Erfs split it there
+    qnn = data["partitions"]["qnn"]  # QNN needs a fixed batch (the HTP's answer): the figures with the batch fixed
+    assert qnn["after_batch_fixed"] < qnn["before_batch_fixed"]  # the Erfs split it there
     proof = data["proof"]
     approx = proof["approximation"]
     assert approx["gelus"] == 6 and "float64" in proof["message"] and "tanh form" in proof["message"]

@@ -62,10 +62,12 @@ def test_compare_draws_each_integer_input_from_its_own_example_and_given_ranges_
     ids = torch.randint(0, 1000, (2, 8), generator=torch.Generator().manual_seed(0))
     examples = (ids, torch.ones(2, 8, dtype=torch.int64))
     ranges = IntRanges.of(specs, examples, None, None)
-    assert ranges.per_input == {"ids": (int(ids.min()), int(ids.max()) + 1), "mask": (1, 2)}
-    feeds = make_feeds(specs, 3, seed=0, int_range=ranges.default, int_ranges=ranges.per_input)
+    assert ranges.observed == {"ids": (int(ids.min()), int(ids.max()) + 1), "mask": (1, 2)} and not ranges.per_input
+    feeds = make_feeds(specs, 3, seed=0, int_range=ranges.default, int_ranges=ranges.per_input,
+                       observed=ranges.observed)
     assert (feeds["mask"] == 1).all() and feeds["ids"].max() > 100
-    assert IntRanges.of(specs, examples, (0, 5), {"mask": (0, 2)}).per_input == {"mask": (0, 2)}
+    given = IntRanges.of(specs, examples, (0, 5), {"mask": (0, 2)})
+    assert given.per_input == {"mask": (0, 2)} and not given.observed
     assert parse_int_ranges(["0:5", "mask=0:2"]) == ((0, 5), {"mask": (0, 2)})
 
 

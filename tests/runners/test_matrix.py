@@ -66,4 +66,4 @@ def test_merge_refuses_a_file_that_is_not_a_report(cli, tmp_path: Path) -> None:
     bogus = tmp_path / "x.json"
     bogus.write_text('{"schema": "other"}')
     code, _, err = invoke(cli, "report", "merge", str(bogus))
-    assert code == 3 and "not a matrix or compare report" in err
+    assert code == 3 and "not a matrix, compare or fleet report" in err

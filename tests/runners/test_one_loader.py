@@ -225,9 +225,9 @@ def test_the_openvino_runner_and_the_live_answer_share_the_loader(fake_openvino:
     with pytest.raises(RunnerFailed, match="^OpenVINO read_model fails: RuntimeError"):
         OpenVinoRunner(tmp_path / "bad.onnx").load()
     ask = LIVE["openvino"][1]
-    assert ask(str(tmp_path / "relu.onnx"), Counter()) == (("verdict", "read_model ok; query_model(CPU) takes 1/2 "
-                                                                      "operations"),)
-    verdict = dict(ask(str(tmp_path / "bad.onnx"), Counter()))["verdict"]
+    assert ask(str(tmp_path / "relu.onnx"), Counter()).pairs == (("verdict", "read_model ok; query_model(CPU) takes 1/2 "
+                                                                            "operations"),)
+    verdict = dict(ask(str(tmp_path / "bad.onnx"), Counter()).pairs)["verdict"]
     assert verdict == "read_model fails: Could not find a translator for NoSuchOp"  # the line that names it
 
 
@@ -254,6 +254,6 @@ def test_the_tract_runner_and_the_live_answer_share_the_loader(fake_tract: Modul
     with pytest.raises(RunnerFailed, match="^tract does not load the model: RuntimeError: Translating node"):
         TractRunner(bad).load()
     ask = LIVE["tract"][1]
-    assert ask(str(tmp_path / "relu.onnx"), Counter()) == (("verdict", "loads (tract.onnx().load(...).into_model())"),)
-    verdict = dict(ask(str(bad), Counter()))["verdict"]
+    assert ask(str(tmp_path / "relu.onnx"), Counter()).pairs == (("verdict", "loads (tract.onnx().load(...).into_model())"),)
+    verdict = dict(ask(str(bad), Counter()).pairs)["verdict"]
     assert verdict == 'does not load: RuntimeError: Translating node #0 "n" NoSuchOp ToTypedTranslator'

@@ -162,7 +162,7 @@ def test_an_op_without_a_kernel_falls_back_on_both(cli, tmp_path):
     assert result.exit_code == 0, result.output  # a fallback is a warning
     assert "webgpu: Det is not in webgpu's table; it falls back to CPUExecutionProvider" in result.output
     assert "migraphx: migraphx's table lists Det as not supported; it falls back to CPUExecutionProvider" in result.output
-    assert "  target   webgpu: 0/1 nodes, 0 partitions, fallback: Det x1" in result.output
+    assert "  target   webgpu: does not run there as it is: 0/1 nodes, 0 partitions, fallback: Det x1" in result.output
 
 
 def test_the_typed_webgpu_range_takes_float_and_int32_not_int64(tmp_path):

@@ -1,42 +1,29 @@
-"""The zoo's offline target table (bench/zoo/report.py): a column per target of the one registry
-(``portable.validators.targets.TARGETS``), in its order, and the runtimes without a fallback named from
-the profiles' own ``fallback``."""
+"""The zoo's offline target table is ``portable fleet report``'s (portable/fleet/render.py): a column per
+target of the fleet, a row per model, the whole-model count per target; the zoo's legend names the runtimes
+without a fallback from the profiles' own ``fallback``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench.zoo import report
+from portable.fleet.render import target_table
+from portable.fleet.report import FleetReport, ModelRow, TargetRow
 from portable.validators.targets import TARGETS, load_profile
 
 
-def _record(targets: dict[str, Any]) -> dict[str, Any]:
-    return {"name": "m", "dynamic": {"file": {"targets": targets}}}
+def _fleet(cells: dict[str, str], whole: int) -> FleetReport:
+    row = ModelRow("m", "m.py:build", "exported", "portable", "–", "–", tuple(cells.items()), ())
+    targets = tuple(TargetRow(t, 1, (("whole", whole), ("partly", 0), ("no", 1 - whole), ("no file", 0)), ()) for t in cells)
+    return FleetReport("r", {}, targets, (row,), ())
 
 
-def _loads(name: str) -> dict[str, Any]:
-    falls_back = load_profile(name).fallback is not None
-    return {"name": name, "nodes": 2, "supported": 2, "partitions": 1, "fallback": {}, "falls_back": falls_back,
-            "loads": True}
-
-
-def test_the_table_has_a_column_per_registered_target_in_its_order():
-    lines = report.target_table([_record({name: _loads(name) for name in TARGETS})])
-    head = next(line for line in lines if line.startswith("| model |"))
-    assert head.splitlines()[0] == "| model | " + " | ".join(TARGETS) + " | s |"
-    assert {"directml", "webnn"} <= set(TARGETS)  # the profiles added after the table was first written
-    total = lines[-1]
-    assert total == "| **whole model on the target** | " + " | ".join("1/1" for _ in TARGETS) + " | |"
-
-
-def test_a_target_that_did_not_run_is_a_dash_not_a_missing_column():
-    lines = report.target_table([_record({"ort-cpu": _loads("ort-cpu")})])
-    row = next(line for line in lines if line.startswith("| m |"))
-    assert row.count(" | ") == len(TARGETS) + 1 and row.count("–") == len(TARGETS) - 1
+def test_the_table_has_a_column_per_target_and_counts_the_whole_models():
+    lines = target_table(_fleet({name: "loads" for name in TARGETS}, 1))
+    assert lines[0] == "| model | " + " | ".join(TARGETS) + " |"
+    assert lines[-1] == "| **whole model on the target** | " + " | ".join("1/1" for _ in TARGETS) + " |"
 
 
 def test_the_runtimes_without_a_fallback_are_the_profiles_own():
-    about = report.target_table([_record({"webnn": _loads("webnn")})])[0]
+    about = report._targets_about()
     stops = [name for name in TARGETS if load_profile(name).fallback is None]
     assert {"ort-cpu", "openvino", "tract", "webnn", "litert"} <= set(stops)  # webnn: no CPU fallback; litert: the converter fails
     assert "runtimes without a fallback (" + ", ".join(f"`{n}`" for n in stops) + ": " in about

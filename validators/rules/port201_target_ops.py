@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from portable.findings import Finding, Location, Severity
 from portable.validators.context import ModelContext
 from portable.validators.rules.base import Rule
-from portable.validators.targets.profile import Profile
+from portable.validators.targets.profile import Profile, load_profile
 from portable.validators.targets.support import Verdict
 
 __all__ = ["OP_HINTS", "TargetOpSupport"]
@@ -42,6 +42,10 @@ class TargetOpSupport(Rule):
     *Bad*: ``Erf`` from an exact GELU on ``--target qnn`` (no builder); ``MaxPool`` on int64 on
     ``--target ort-cpu``; ``Softmax-13`` where a provider registers only versions 1-12.
 
+    With ``--live``, a runtime that names the nodes it refuses (the QNN HTP: onnxruntime-qnn's QNN EP)
+    adds a finding per refused node with the runtime's own reason, and an error when it cannot compile
+    the graph at all (the session fails on the device).
+
     *Fix*: change the PyTorch code at the node's source line to ops the target has (the hint names
     a rewrite for common ops), cast to a type the message lists, or accept the fallback.
     """
@@ -63,10 +67,32 @@ class TargetOpSupport(Rule):
                 node = ctx.targets.facts.nodes[verdict.index]
                 loc = ctx.location(main, verdict.index, node)
                 yield self._finding(profile, verdict, node.op_type, loc)
+        if ctx.policy.targets_live:
+            yield from self._live(ctx)
+
+    def _live(self, ctx: ModelContext) -> Iterator[Finding]:
+        """The live runtime's refusals, node by node in its own words, and its refusal to compile."""
+        main, facts = ctx.scopes[0], ctx.targets.facts
+        where = {node.name: i for i, node in enumerate(facts.nodes) if node.name}
+        for summary in ctx.targets.summaries():
+            profile, runtime = load_profile(summary.name), dict(summary.live).get("runtime", "?")
+            falls = f"it falls back to {profile.fallback}" if profile.fallback else "the model does not load there"
+            for op, name, reason in summary.live_refusals:
+                index = where.get(name)
+                loc = ctx.location(main, index, facts.nodes[index]) if index is not None else Location(node=name)
+                yield self.finding(loc, target=f"{summary.name} (live, {runtime})", consequence=falls,
+                                   detail=f"refuses {op} node '{name}': {reason}",
+                                   hint=OP_HINTS.get(op, f"replace what exports {op} in the PyTorch model"))
+            if summary.live_blocking:
+                yield self.finding(Location(), severity=Severity.ERROR, target=f"{summary.name} (live, {runtime})",
+                                   detail=summary.live_blocking, consequence="the session fails on the device",
+                                   hint="replace the op the message names (the HTP's own words), then check again")
 
     def _finding(self, profile: Profile, verdict: Verdict, op: str, loc: Location) -> Finding:
-        falls = profile.fallback
+        falls = profile.fallback if verdict.reason != "compile" else None
         consequence = f"it falls back to {falls}" if falls else "the model does not load there (no fallback)"
+        if verdict.reason == "compile":
+            consequence = "the graph does not compile there: the session fails on the device"
         return self.finding(loc, severity=None if falls else Severity.ERROR, hint=_hint(profile, verdict, op),
                             target=profile.name, detail=verdict.detail, consequence=consequence)
 

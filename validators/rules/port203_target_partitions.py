@@ -24,8 +24,10 @@ class TargetPartitions(Rule):
     has; NNAPI and CoreML also need fixed input sizes there, so a model with a symbolic batch is
     estimated as it is and once more with the batch fixed). The report carries one line per target
     whatever it finds; this rule adds a warning when nodes fall back or the model is split, and an
-    error when a gate is exceeded (exit 1). Runtimes without a fallback (ONNX Runtime's CPU
-    provider, OpenVINO, tract, WebNN, LiteRT) load the whole model or nothing: one partition, or none.
+    error when a gate is exceeded (exit 1). A target that takes under half the nodes is always a warning
+    (so ``--strict`` fails on it), and its line says first that the model does not run there as it is.
+    Runtimes without a fallback (ONNX Runtime's CPU provider, OpenVINO, tract, WebNN, LiteRT) load the whole
+    model or nothing: one partition, or none.
 
     *Why*: every partition boundary is a copy between the device and the host; more than two
     partitions usually make an NPU slower than the CPU (the checker's own rule of thumb).
@@ -65,7 +67,8 @@ class TargetPartitions(Rule):
 
 
 def _split(summary: TargetSummary) -> bool:
-    return bool(summary.fallback) or summary.partitions > 1
+    """Nodes fall back, the model is split, or the target takes under half the nodes (a warning at least)."""
+    return bool(summary.fallback) or summary.partitions > 1 or summary.runs_little
 
 
 def _failing(summary: TargetSummary, fail_on: str) -> str:

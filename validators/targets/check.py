@@ -58,11 +58,13 @@ class TargetAnalysis:
             return "unsupported" if verdict.listed else "unknown"
         node = facts.nodes[verdict.index]
         entry = None if verdict.index in self.folded else self.profile.entry(node.domain, node.op_type)
-        return "partial" if entry is not None and entry.notes else "supported"
+        stated = entry is not None and (entry.notes or (entry.partial and entry.restriction(facts.kind(verdict.index))))
+        return "partial" if stated else "supported"
 
     def counts(self, facts: ModelFacts) -> tuple[tuple[str, int], ...]:
-        """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included)."""
-        found = Counter(self.kind(v, facts) for v in self.verdicts)
+        """Nodes per verdict kind, in VERDICT_KINDS order (every kind, zeros included), over the nodes the target
+        partitions: a node the runtime folds into data at load (ONNX Runtime's Constant) is in neither figure."""
+        found = Counter(self.kind(v, facts) for v in self.verdicts if v.index not in self.folded)
         return tuple((kind, found[kind]) for kind in VERDICT_KINDS)
 
 
@@ -172,10 +174,12 @@ class TargetChecks:
         line = summary(analysis, self.facts)
         if not self.ctx.policy.targets_live:
             return line
-        from portable.validators.targets.live import ask
+        from portable.validators.targets.live import OfflineOps, answer
 
-        offline = Counter(self.facts.nodes[v.index].op_type for v in analysis.unsupported)
-        return replace(line, live=ask(name, self.ctx.source(), offline))
+        offline = OfflineOps.of((self.facts.nodes[v.index].op_type, self.facts.nodes[v.index].name)
+                                for v in analysis.unsupported)
+        said = answer(name, self.ctx.source(), offline)
+        return replace(line, live=said.pairs, live_refusals=said.refusals, live_blocking=said.blocking)
 
 
 def _ops(facts: ModelFacts, indices: tuple[int, ...]) -> tuple[tuple[str, int], ...]:

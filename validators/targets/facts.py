@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from portable.policy import dtype_name
 from portable.validators.graphs import node_label
 
 __all__ = ["ModelFacts", "formal_types", "function_body", "since_version"]
@@ -89,6 +90,7 @@ class ModelFacts:
     producers: tuple[frozenset[int], ...]  # node -> the nodes whose outputs it reads
     consumers: tuple[frozenset[int], ...]
     batch: re.Pattern[str] | None  # the dim_params a fixed batch makes integers
+    graph_outputs: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, proto: onnx.ModelProto, batch_symbols: Sequence[str]) -> ModelFacts:
@@ -101,15 +103,16 @@ class ModelFacts:
         return cls(nodes=nodes, labels=tuple(node_label(n, i) for i, n in enumerate(nodes)),
                    opsets={e.domain or "ai.onnx": e.version for e in proto.opset_import}, types=types, dims=dims,
                    initializers=frozenset(t.name for t in graph.initializer), producers=producers, consumers=consumers,
-                   batch=_batch_linear(batch_symbols))
+                   batch=_batch_linear(batch_symbols), graph_outputs=frozenset(v.name for v in graph.output))
 
     @functools.cached_property
     def signatures(self) -> tuple[tuple[object, ...], ...]:
-        """Per node, what a verdict depends on: domain, op, version and the element types of its
-        inputs and outputs (equal signatures get equal verdicts; the detail names the first value,
-        so the value names are part of it only through their types)."""
+        """Per node, what a verdict depends on: domain, op, version, the element types of its inputs and
+        outputs and its kind (a QDQ unit's member or not; equal signatures get equal verdicts; the detail names
+        the first value, so the value names are part of it only through their types)."""
         return tuple((n.domain, n.op_type, self.since(i), tuple(self.types.get(v, 0) for v in n.input),
-                      tuple(self.types.get(v, 0) for v in n.output), len(n.input)) for i, n in enumerate(self.nodes))
+                      tuple(self.types.get(v, 0) for v in n.output), len(n.input), self.kind(i))
+                     for i, n in enumerate(self.nodes))
 
     def opset(self, domain: str) -> int | None:
         return self.opsets.get(domain or "ai.onnx")
@@ -118,6 +121,19 @@ class ModelFacts:
         node = self.nodes[index]
         opset = self.opset(node.domain)
         return None if opset is None else since_version(node.domain, node.op_type, opset)
+
+    def kind(self, index: int) -> str:
+        """What a backend that answers per kind of node judges (QNN's HTP): ``quantized`` for a node of a QDQ
+        unit (an input dequantized by a DequantizeLinear, every output quantized by a QuantizeLinear), else
+        the element type of its input 0 (``float32``...)."""
+        node = self.nodes[index]
+        made_by = {self.nodes[j].output[0]: self.nodes[j].op_type for j in self.producers[index] if self.nodes[j].output}
+        outputs = {o for o in node.output if o}
+        takers = [self.nodes[j] for j in self.consumers[index]]
+        if any(made_by.get(i) == "DequantizeLinear" for i in node.input) and takers \
+                and all(t.op_type == "QuantizeLinear" for t in takers) and not outputs & self.graph_outputs:
+            return "quantized"
+        return dtype_name(self.types.get(node.input[0], 0)) if node.input and node.input[0] else "none"
 
     def fixed(self, value: str, batch_fixed: bool) -> bool:
         """Does the value have a fixed size (every dim a positive integer; with ``batch_fixed``, a

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from portable.validators.targets import parsers
@@ -67,6 +67,12 @@ QNN_BUILDERS = Pinned(QNN, "onnxruntime/core/providers/qnn/builder/op_builder_fa
                       "5597fab8a5178da9beab5642ca15aba3520b48e4")
 QNN_TYPES = Pinned(QNN, "onnxruntime/core/providers/qnn/builder/qnn_utils.cc", QNN_COMMIT,
                    "ba614f093ed7a3c344c09b7ebb4f2a24b29680c9")
+# The HTP's own answers, measured here on onnxruntime-qnn 2.7.0's wheel (its libQnnHtp.so, QAIRT 2.51.0):
+# `python -m portable.validators.targets.htp_answers` rewrites the file; then its blob here, then regenerate.
+QNN_HTP = Pinned(QNN, "release v2.7.0 (PyPI onnxruntime-qnn==2.7.0): libQnnHtp.so, QAIRT 2.51.0", "v2.7.0",
+                 "fec86dd932d04d02c7af7710f8262d8f84292dc3", local="measured/qnn-htp.json",
+                 via="the HTP backend's answers on one-node probes, measured by python -m "
+                     "portable.validators.targets.htp_answers (validators/targets/measured/qnn-htp.json)")
 NNAPI = Pinned(ORT, "tools/ci_build/github/android/nnapi_supported_ops.md", "", None,
                wheel="tools/mobile_helpers/nnapi_supported_ops.md")
 COREML = Pinned(ORT, "tools/ci_build/github/apple/coreml_supported_mlprogram_ops.md", "", None,
@@ -136,8 +142,22 @@ def _mobile(texts: Sequence[str], coreml: bool) -> Built:
 
 
 def _qnn(texts: Sequence[str]) -> Built:
-    ops = parsers.qnn_builders(texts[0]).ops
-    return Built(Parsed(ops=ops, element_types=parsers.qnn_element_types(texts[1])))
+    """The EP's builders and type map, with the HTP's measured answers: the kinds of node it refused in every
+    probe (checked), the ones it refused in some (notes), and fixed sizes (on a symbolic dim every node fails
+    'Cannot get shape')."""
+    refused, notes, runtime, taken = parsers.htp_answers(texts[2])
+    builders = dict(parsers.qnn_builders(texts[0]).ops)
+    newer = sorted(op for op in taken if f"*:{op}" not in builders)  # builders newer than the table's commit
+    builders |= {f"*:{op}": OpEntry() for op in newer}
+    ops = {key: replace(entry, refused=refused.get(key.split(":", 1)[1], ()), partial=notes.get(key.split(":", 1)[1], ()))
+           for key, entry in builders.items()}
+    why: tuple[str, ...] = (f"QNN needs every dim fixed, the batch too: on a symbolic one the HTP ({runtime}) refuses "
+                            "every node ('Cannot get shape'); a file with a symbolic batch is estimated as it is and "
+                            "with the batch fixed",)
+    if newer:
+        why += (f"Ops the registry's table (at its commit) lacks and the HTP ({runtime}) took in its probes, so "
+                f"added: {', '.join(newer)}",)
+    return Built(Parsed(ops=ops, element_types=parsers.qnn_element_types(texts[1]), notes=why), fixed_sizes=True)
 
 
 def _litert(texts: Sequence[str]) -> Built:
@@ -201,11 +221,16 @@ SPECS: dict[str, Spec] = {s.name: s for s in (
          ("ops", "op versions (the versions a translator is registered for)", "limitations (free text)"),
          ("types: the table states no element types (device plugins decide)", _CAVEATS),
          ("An op the frontend does not translate fails read_model: there is no fallback.",)),
-    Spec("qnn", "Qualcomm QNN (ONNX Runtime's QNN EP)", "onnxruntime", "CPUExecutionProvider", (QNN_BUILDERS, QNN_TYPES), _qnn,
-         ("ops (registered op builders, by op type)", "element types (the EP's ONNX -> QNN type map)"),
-         ("opsets and per-op types: the registry states none",
-          "restrictions: each builder checks attributes and asks the QNN backend in code, at session creation"),
-         ("HTP backend limits (e.g. on int64) are checked by the QNN SDK on the device and are not in these sources.",)),
+    Spec("qnn", "Qualcomm QNN (ONNX Runtime's QNN EP, HTP backend)", "onnxruntime", "CPUExecutionProvider",
+         (QNN_BUILDERS, QNN_TYPES, QNN_HTP), _qnn,
+         ("ops (registered op builders, by op type)", "element types (the EP's ONNX -> QNN type map)",
+          "the HTP's own refusals per kind of node (input 0's element type, or a QDQ unit), measured on one-node "
+          "probes (checked; partial refusals as notes)", "fixed sizes (measured: the HTP refuses symbolic dims)"),
+         ("opsets: the registry states none",
+          "restrictions: each builder checks attributes and asks the QNN backend in code, at session creation; the "
+          "probes are ONNX's conformance cases, not every attribute a model may use (--live asks the HTP itself)"),
+         ("The HTP's answers are those of onnxruntime-qnn's x86-64 wheel (the HTP simulator and Qualcomm's op "
+          "definitions); a device's SoC and QAIRT version decide on the phone.",)),
     Spec("nnapi", "Android NNAPI (ONNX Runtime's NNAPI EP)", "onnxruntime", "CPUExecutionProvider", (NNAPI, CHECKER),
          lambda texts: _mobile(texts, coreml=False), ("ops", "caveats (free text)", "the usability checker's settings"),
          ("opsets and types: the table states none", _CAVEATS)),

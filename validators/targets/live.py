@@ -15,12 +15,18 @@ the model itself, beside the offline estimate of their profile.
   ``Core.query_model(model, "CPU")``: how many of the converted model's operations the CPU plugin takes.
 - ``tract``: ``tract.onnx().load(path).into_model()``: its loader and typing, where an op without a
   builder fails.
+- ``qnn``: onnxruntime-qnn's QNN EP on its HTP backend (the HTP simulator on x86-64,
+  :mod:`portable.validators.targets.htp`): the nodes it takes and those it refuses with QNN's reason, the
+  partitions, whether the graph compiles (HTP prepare) and whether a run on seeded inputs succeeds; a
+  file with a symbolic batch is answered at batch 1, and the answer says so. Its refusals are set against
+  the profile's like the CUDA provider's, and carried node by node (:class:`Live`) for PORT201's findings.
 
 Each runtime's model is made by its one loader in ``portable.runners.sessions`` (the runners' too):
 ``session_from_onnx``, ``openvino_model``, ``tract_model``.
 
 A runtime that is not installed answers ``not installed`` (``make targets-venv`` installs OpenVINO
-and tract); nothing here is imported unless ``--live`` is given.
+and tract, ``pip install 'portable-onnx[qnn]'`` the QNN EP); nothing here is imported unless ``--live`` is
+given. :func:`ask` is the one entry point: ``validate --live`` and the fleet's live step both call it.
 """
 
 from __future__ import annotations
@@ -30,16 +36,45 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from portable.errors import one_line
 from portable.packages import installed_version
 
-__all__ = ["LIVE", "ask"]
+__all__ = ["LIVE", "Live", "OfflineOps", "answer", "ask"]
 
 Answer = tuple[tuple[str, str], ...]
-Question = Callable[[str | bytes, Counter[str]], Answer]  # (the model, the ops the profile says fall back)
+
+
+@dataclass(frozen=True)
+class Live:
+    """A runtime's answer: ``pairs`` (``verdict`` among them) and, where it names them, the nodes it refused
+    (op, node name, its reason) and why the model does not load there at all (``blocking``)."""
+
+    pairs: Answer
+    refusals: tuple[tuple[str, str, str], ...] = ()
+    blocking: str = ""
+
+
+class OfflineOps(Counter[str]):
+    """The ops (per node) the profile says fall back, and those nodes as (op, name) pairs (``pairs``; a name may be
+    empty): a runtime that names the nodes it refuses (QNN's HTP) is compared node by node, over the nodes it was
+    given."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, nodes: Iterable[tuple[str, str]]) -> OfflineOps:
+        """From (op, node name) pairs."""
+        pairs = tuple(nodes)
+        found = cls(op for op, _name in pairs)
+        found.pairs = pairs
+        return found
+
+
+Question = Callable[[str | bytes, Counter[str]], Live]  # (the model, the ops the profile says fall back)
 
 
 @contextlib.contextmanager
@@ -141,12 +176,12 @@ def _run_once(session: Any) -> str:
     return "a run on seeded inputs succeeds"
 
 
-def _disagreements(offline: Counter[str], live: Counter[str]) -> str:
-    """The ops the offline profile and ONNX Runtime judge differently, with both sides' node counts."""
+def _disagreements(offline: Counter[str], live: Counter[str], who: str = "ORT") -> str:
+    """The ops the offline profile and the runtime (``who``) judge differently, with both sides' node counts."""
     ops = sorted(op for op in set(offline) | set(live) if offline[op] != live[op])
     if not ops:
         return "0"
-    return f"{len(ops)}: " + ", ".join(f"{op} (offline {offline[op]}, ORT {live[op]})" for op in ops)
+    return f"{len(ops)}: " + ", ".join(f"{op} (offline {offline[op]}, {who} {live[op]})" for op in ops)
 
 
 def _openvino(source: str | bytes) -> str:
@@ -173,18 +208,50 @@ def _tract(source: str | bytes) -> str:
     return "loads (tract.onnx().load(...).into_model())"
 
 
-def _cuda_question(source: str | bytes, offline: Counter[str]) -> Answer:
+def _cuda_question(source: str | bytes, offline: Counter[str]) -> Live:
     import onnxruntime as ort
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
-        return (("verdict", "not installed (this onnxruntime has no CUDA provider: onnxruntime-gpu has)"),)
+        return Live((("verdict", "not installed (this onnxruntime has no CUDA provider: onnxruntime-gpu has)"),))
     verdict, disagreements = _ort_cuda(source, offline)
-    return (("verdict", verdict), ("disagreements", disagreements))
+    return Live((("verdict", verdict), ("disagreements", disagreements)))
+
+
+def _qnn(source: str | bytes, offline: Counter[str]) -> Live:
+    """The QNN HTP's answer (:func:`portable.validators.targets.htp.ask_htp`), its refusals set against the profile's
+    node by node, over the nodes the HTP was given (ONNX Runtime folds and fuses some before: not compared)."""
+    from portable.validators.targets.htp import ask_htp
+
+    found = ask_htp(source, feeds=_seeded_feeds)
+    blocking = f"the HTP cannot compile the graph: {found.compiled}" if found.compiled else ""
+    shapes = [n for n in found.refused if any(words in n.reason for words in _SHAPE_WORDS)]
+    said = (("refused_for_shapes", f"{len(shapes)} node(s) refused for their shapes (QNN needs every dim fixed: "
+                                   "the estimate's 'with a fixed batch' counts them), not compared by op"),) if shapes else ()
+    return Live((*found.pairs(), ("disagreements", _node_disagreements(offline, found, shapes)), *said),
+                tuple((n.op, n.node, n.reason) for n in found.refused), blocking)
+
+
+# the HTP's words for a node refused for its shapes, not its op (a symbolic dim beyond the batch, a computed shape)
+_SHAPE_WORDS = ("Cannot get shape", "shape must be static", "dynamic shape")
+
+
+def _node_disagreements(offline: Counter[str], found: Any, shapes: list[Any]) -> str:
+    """The ops of the nodes the profile and the HTP judge differently, over the nodes the HTP was given: by name,
+    and for unnamed nodes by op, as many as it saw (a node refused for its shapes is not an op's verdict)."""
+    if not isinstance(offline, OfflineOps):  # asked without the profile's nodes (the fleet's live step)
+        return "not compared"
+    judged = [n for n in found.nodes if not n.by_design and n not in shapes]
+    live = Counter(n.op for n in judged if not n.taken)
+    named = {n.node for n in judged if n.node}
+    said = Counter(op for op, name in offline.pairs if name and name in named)
+    unnamed = Counter(n.op for n in judged if not n.node)
+    said += Counter({op: min(count, unnamed[op]) for op, count in Counter(op for op, name in offline.pairs if not name).items()})
+    return _disagreements(said, live, "HTP")
 
 
 def _plain(question: Callable[[str | bytes], str]) -> Question:
     """A question whose answer is its verdict alone (the offline ops are not compared)."""
-    return lambda source, offline: (("verdict", question(source)),)
+    return lambda source, offline: Live((("verdict", question(source)),))
 
 
 # target -> (package to import, the question)
@@ -193,28 +260,38 @@ LIVE: dict[str, tuple[str, Question]] = {
     "ort-cuda": ("onnxruntime", _cuda_question),
     "openvino": ("openvino", _plain(_openvino)),
     "tract": ("tract", _plain(_tract)),
+    "qnn": ("onnxruntime_qnn", _qnn),
 }
+# how to install a runtime that is not here, where it is not `make targets-venv`
+INSTALL = {"onnxruntime_qnn": "pip install 'portable-onnx[qnn]' (onnxruntime-qnn, the QNN EP with its HTP simulator)"}
 
 
-def ask(target: str, source: str | bytes, offline: Counter[str] | None = None) -> Answer:
+def answer(target: str, source: str | bytes, offline: Counter[str] | None = None) -> Live:
     """The live answer for ``target`` (empty when no runtime here can give one); ``offline``: the ops
     (per node) the profile says fall back, for a runtime whose answer is compared with it."""
     if target not in LIVE:
-        return ()
+        return Live(())
     package, question = LIVE[target]
     found = _version(package)
     if found is None:
-        return (("runtime", package), ("verdict", "not installed"))
+        hint = f": {INSTALL[package]}" if package in INSTALL else ""
+        return Live((("runtime", package.replace("_", "-")), ("verdict", f"not installed{hint}")))
     try:
-        answer = question(source, offline or Counter())
+        said = question(source, offline if offline is not None else Counter())
     except Exception as exc:  # noqa: BLE001 - a runtime that breaks is reported, not raised
-        answer = (("verdict", f"error: {one_line(exc, limit=240)}"),)
-    return (("runtime", f"{package} {found}"), *answer)
+        said = Live((("verdict", f"error: {one_line(exc, limit=240)}"),))
+    return Live((("runtime", f"{package.replace('_', '-')} {found}"), *said.pairs), said.refusals, said.blocking)
+
+
+def ask(target: str, source: str | bytes, offline: Counter[str] | None = None) -> Answer:
+    """:func:`answer`'s pairs: what ``validate --live`` prints and the fleet's live step records."""
+    return answer(target, source, offline).pairs
 
 
 def _version(package: str) -> str | None:
     """The version of the package Python imports (onnxruntime-gpu's module is ``onnxruntime`` too)."""
-    if installed_version(package) is None and installed_version(f"{package}-gpu") is None:
+    names = (package, f"{package}-gpu", package.replace("_", "-"))
+    if all(installed_version(name) is None for name in names):
         return None
     module = __import__(package)
     return str(getattr(module, "__version__", None) or installed_version(package))

@@ -36,6 +36,7 @@ __all__ = [
     "onnx2tf_registry",
     "openvino_ops",
     "ort_kernels",
+    "htp_answers",
     "qnn_builders",
     "qnn_element_types",
     "tensorrt_ops",
@@ -244,6 +245,48 @@ def qnn_element_types(text: str) -> tuple[str, ...]:
     if block is None:
         raise ValueError("no onnx_to_qnn_data_type map in qnn_utils.cc")
     return tuple(onnx_type(t) for t in re.findall(r"ONNX_TENSOR_ELEMENT_DATA_TYPE_(\w+)", block.group(1)))
+
+
+_NODE_NAME = re.compile(r" in the node '[^']*'")
+_TYPED = ("Unsupported input/output datatypes", "Failed to map Onnx data type", "Unsupported FP64", "datatype",
+          "could not create op")
+
+
+def _typed(reason: str) -> bool:
+    return any(words in reason for words in _TYPED)
+_SKIPPED = ("QuantizeLinear", "DequantizeLinear")  # judged as members of a QDQ unit, not alone
+
+
+Kinds = dict[str, tuple[tuple[str, str], ...]]
+
+
+def htp_answers(text: str) -> tuple[Kinds, Kinds, str, frozenset[str]]:
+    """The QNN HTP's measured answers (``validators/targets/measured/qnn-htp.json``, written by
+    ``python -m portable.validators.targets.htp_answers``): per op, the kinds it refused (with its reason), a note
+    per kind it refused only in some cases, the runtime that answered, and the ops it took at least once. Q and DQ
+    alone are not judged (the EP takes them as members of a QDQ unit)."""
+    import json
+
+    data = json.loads(text)
+    runtime = data["runtime"]
+    refused: Kinds = {}
+    notes: Kinds = {}
+    for op, kinds in data["ops"].items():
+        if op in _SKIPPED:
+            continue
+        never = [(kind, _NODE_NAME.sub("", r["reason"])) for kind, r in kinds.items() if r["refused"] and not r["taken"]]
+        # one refused probe alone is an attribute's or a mode's as likely as the op's: a note, not a refusal,
+        # unless the HTP says it is the data types (its I/O type sets) or the data type has no QNN counterpart
+        never = [(kind, reason) for kind, reason in never if kinds[kind]["refused"] > 1 or _typed(reason)]
+        some = [(kind, f"the HTP ({runtime}) refused {r['refused']} of its {r['taken'] + r['refused']} {kind} probes: "
+                       f"{r['case']}: {_NODE_NAME.sub('', r['reason'])}")
+                for kind, r in kinds.items() if r["refused"] and kind not in dict(never)]
+        if never:
+            refused[op] = tuple((kind, f"the HTP refused it in every probe ({runtime}): {reason}") for kind, reason in never)
+        if some:
+            notes[op] = tuple(some)
+    taken = frozenset(op for op, kinds in data["ops"].items() if any(r["taken"] for r in kinds.values()))
+    return refused, notes, runtime, taken
 
 
 # -- tract ---------------------------------------------------------------------------------

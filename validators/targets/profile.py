@@ -68,6 +68,20 @@ class OpEntry:
     versions: tuple[VersionRange, ...] | None = None  # None: the table gives no op versions
     data_types: tuple[str, ...] | None = None  # a flat type list of the data input (TensorRT's table)
     notes: str = ""  # restrictions the table states, verbatim; not checked
+    # (kind, reason): where the target's own backend refused the op in every case it was asked (QNN's HTP), per
+    # kind of node: the element type of its input 0, or "quantized" (a QDQ node unit); checked
+    refused: tuple[tuple[str, str], ...] = ()
+    # (kind, note): where the backend refused some of its cases of that kind only (an attribute, a mode): a
+    # restriction stated for nodes of that kind, not checked (PORT204)
+    partial: tuple[tuple[str, str], ...] = ()
+
+    def refusal(self, kind: str) -> str | None:
+        """The backend's reason for refusing a node of ``kind``, None where it took it or was not asked."""
+        return dict(self.refused).get(kind)
+
+    def restriction(self, kind: str) -> str:
+        """The restrictions stated for a node of ``kind``: the table's notes, and the backend's partial refusals."""
+        return "; ".join(n for n in (self.notes, dict(self.partial).get(kind, "")) if n)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"supported": self.supported}
@@ -75,6 +89,8 @@ class OpEntry:
             out["versions"] = [v.to_dict() for v in self.versions]
         if self.data_types is not None:
             out["data_types"] = list(self.data_types)
+        out |= {"refused": dict(self.refused)} if self.refused else {}
+        out |= {"partial": dict(self.partial)} if self.partial else {}
         return out | ({"notes": self.notes} if self.notes else {})
 
 
@@ -145,7 +161,8 @@ def _entry(data: Mapping[str, Any]) -> OpEntry:
     input0 = data.get("data_types")
     return OpEntry(supported=data["supported"], notes=data.get("notes", ""),
                    versions=None if versions is None else tuple(_range(v) for v in versions),
-                   data_types=None if input0 is None else tuple(input0))
+                   data_types=None if input0 is None else tuple(input0),
+                   refused=tuple(data.get("refused", {}).items()), partial=tuple(data.get("partial", {}).items()))
 
 
 class _Rows(Mapping[str, OpEntry]):

@@ -55,6 +55,7 @@ class Pinned:
     blob: str | None
     via: str = ""
     wheel: str | None = None  # path inside the onnxruntime package, when the wheel ships it
+    local: str | None = None  # a file portable measured itself, under validators/targets/ (measured/...)
 
     @property
     def url(self) -> str:
@@ -94,6 +95,8 @@ def read(pin: Pinned, override: Path | None = None) -> tuple[str, Source]:
     if override is not None:
         data = override.read_bytes()
         return _decode(data), _source(pin, blob_id(data), f"read from {override} (not the pinned copy)")
+    if pin.local is not None:
+        return _pinned_bytes(pin, Path(__file__).parent / pin.local)
     if pin.wheel is not None:
         version, commit = wheel_build()
         data = wheel_file(pin.wheel).read_bytes()
@@ -104,6 +107,11 @@ def read(pin: Pinned, override: Path | None = None) -> tuple[str, Source]:
     if path is None or not path.is_file():
         raise SourceMissing(f"{pin.repository}/{pin.path} is not in the source cache "
                             f"({root or 'none found'}; set ${CACHE_ENV} or see docs/targets.md)")
+    return _pinned_bytes(pin, path)
+
+
+def _pinned_bytes(pin: Pinned, path: Path) -> tuple[str, Source]:
+    """The text of ``path``, which must be the pinned bytes (its git blob id)."""
     data = path.read_bytes()
     if blob_id(data) != pin.blob:
         raise ValueError(f"{path}: git blob {blob_id(data)} is not the pinned {pin.blob} of {pin.repository}@{pin.commit[:12]}")

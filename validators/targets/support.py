@@ -23,7 +23,9 @@ __all__ = ["Verdict", "judge"]
 
 @dataclass(frozen=True)
 class Verdict:
-    """One node on one target: supported, or why not (``reason``: ``op``, ``opset`` or ``dtype``)."""
+    """One node on one target: supported, or why not (``reason``: ``op``, ``opset``, ``dtype``, or ``backend``: the
+    target's own backend refused such a node when it was asked, e.g. QNN's HTP; ``compile``: it took the node and
+    then failed to compile the graph, so the session fails instead of falling back)."""
 
     index: int
     supported: bool
@@ -77,6 +79,10 @@ def _judge(profile: Profile, facts: ModelFacts, index: int) -> Verdict:
         listed = ", ".join(v.label() for v in sorted(entry.versions, key=lambda v: v.since))
         return Verdict(index, False, "opset", f"{node.op_type}-{since} (the model's opset {facts.opset(node.domain)}) "
                                               f"is not registered; {profile.name} has versions {listed}")
+    refused = entry.refusal(facts.kind(index)) if entry.refused else None
+    if refused is not None:  # the HTP's prepare failing stops the session: no fallback then
+        reason = "compile" if "does not compile" in refused else "backend"
+        return Verdict(index, False, reason, f"{node.op_type} as {facts.kind(index)}: {refused}")
     return _typed(profile, facts, index, entry, version)
 
 
