@@ -98,8 +98,8 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
 @click.option("--adaround/--no-adaround", "adaround", default=None,
-              help="Learned rounding of Conv/Gemm/MatMul weights on the calibration data (AdaRound). Default: on for "
-                   "a model with Conv layers.")
+              help="Learned rounding of Conv/Gemm/MatMul weights on the calibration data (AdaRound). Default: off "
+                   "(on EfficientNet-Lite0 it measured worse end to end; docs/quantize.md).")
 @click.option("--equalization/--no-equalization", "equalization", default=None,
               help="Cross-layer equalization of Conv pairs. Default: kept where it measures better on the "
                    "calibration data.")

@@ -87,8 +87,8 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     first (``search_limit=0``: no search). Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
     (LayerNorm -> MatMul), ``float_islands`` keeps out the tensors of :mod:`portable.quantization.islands`
     (masking sentinels, outlier channels), ``equalization`` runs :mod:`portable.quantization.equalize` (None: kept
-    where it measures better on the calibration data), ``adaround`` :mod:`portable.quantization.adaround` (None: on
-    for a model with Conv layers) and ``bias_correction`` :mod:`portable.quantization.correction`;
+    where it measures better on the calibration data), ``adaround`` :mod:`portable.quantization.adaround` (None: off,
+    ``Settings.adaround_for`` says why) and ``bias_correction`` :mod:`portable.quantization.correction`;
     ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
     ``judge`` (output name -> "logits", "embedding" or "tensor") overrides what judges an output
     (:mod:`portable.quantization.judging` decides it otherwise, and the report says why).

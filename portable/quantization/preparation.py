@@ -289,7 +289,7 @@ def _adarounded(model: onnx.ModelProto, settings: Settings, calibration: Samples
     """AdaRound where the settings want it, and the float weights it replaced."""
     if not settings.adaround_for({n.op_type for n in model.graph.node}):
         passes["adaround"] = {"applied": False,
-                              "by": "--no-adaround" if settings.adaround is False else "no Conv layer (--adaround)"}
+                              "by": "--no-adaround" if settings.adaround is False else "off by default (--adaround)"}
         return model, {}
     from portable.quantization.adaround import adaround
 
