@@ -12,8 +12,8 @@
 5. The kept method's activation ranges on the final model, handed to ``quantize_static`` as its calibration
    cache (ONNX Runtime's ``calibration_cache_path``), so the precision search's trials do not calibrate again.
 
-The result is kept for the next call with the same source, settings (the exclusions apart) and calibration
-samples: the precision search quantizes one model many times with other nodes kept float. A trial's excluded
+The result is kept for the run's next call with the same settings (the nodes kept float apart; ``steps.Reuse``):
+the precision search quantizes one model many times with other nodes kept float. A trial's excluded
 layers get back the weights and biases they had before AdaRound and bias correction (a layer kept float must
 not carry rounding made for int8); CLE is exact in float, so an equalized layer kept float computes what the
 original did.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,37 +74,11 @@ class Prepared:
         return path
 
 
-@dataclass
-class _Entry:
-    key: tuple[Any, ...]
-    exclude: frozenset[str]  # the exclusions it was built with: a call that keeps at least these float can use it
-    ready: Prepared
-    folder: tempfile.TemporaryDirectory[str]
-
-
-_CACHE: list[_Entry] = []  # the last preparation (one: a search reuses it, a new run replaces it)
-
-
-def _key(source: Path, settings: Settings, calibration: Samples) -> tuple[Any, ...]:
-    import hashlib
-
-    stat = source.stat()
-    arrays = tuple((k, v.shape, hashlib.blake2b(np.ascontiguousarray(v).tobytes(), digest_size=16).hexdigest())
-                   for k, v in sorted(calibration.arrays.items()))
-    return (str(source.resolve()), stat.st_mtime_ns, stat.st_size, repr(replace(settings, exclude=()).to_dict()),
-            arrays, calibration.batch)
-
-
-def prepared(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples) -> Prepared:
-    """The passes on ``source`` (``proto`` as loaded, weights inline), from the cache when it holds them."""
-    key = _key(source, settings, calibration)
-    if _CACHE and _CACHE[0].key == key and _CACHE[0].exclude <= set(settings.exclude):
-        return _CACHE[0].ready
-    _CACHE.clear()
-    folder = tempfile.TemporaryDirectory(prefix="portable-prepared-")
-    ready = _build(source, proto, settings, calibration, Path(folder.name))
-    _CACHE.append(_Entry(key, frozenset(settings.exclude), ready, folder))
-    return ready
+def prepared(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
+    """The passes on ``source`` (``proto`` as loaded, weights inline), their files in ``folder`` (kept by the caller
+    for the run: the precision search's trials share them through ``steps.Reuse``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return _build(source, proto, settings, calibration, folder)
 
 
 # --- the passes ---------------------------------------------------------------------------------------------------
@@ -219,6 +192,7 @@ class _Context:
 def _measure(ctx: _Context, candidate: _Candidate, methods: list[str]) -> dict[str, float]:
     """Each method's figure for one candidate model (bias-corrected first, as the final model will be)."""
     from portable.quantization.quantizer import quantize_prepared
+    from portable.quantization.steps import step
 
     model, _ = _corrected(candidate.model, ctx.settings, ctx.calibration)
     path = _inferred(model, ctx.folder, f"candidate-{candidate.name}", ctx.settings, ctx.source)
@@ -228,7 +202,8 @@ def _measure(ctx: _Context, candidate: _Candidate, methods: list[str]) -> dict[s
         ranges, _ = _ranges(path, ctx.settings, op_types, ctx.calibration, method, ctx.folder)
         ready = Prepared(path, model, {}, ctx.float_nodes, ctx.float_output_ops, ranges, {}, candidate.extra_ops)
         int8 = ctx.folder / f"candidate-{candidate.name}-{method}.int8.onnx"
-        onnx.save(quantize_prepared(ready, path, ctx.settings, ctx.proto, ctx.calibration), str(int8))
+        with step(ctx.source, "ONNX Runtime's quantize_static"):
+            onnx.save(quantize_prepared(ready, path, ctx.settings, ctx.proto, ctx.calibration), str(int8))
         found[method] = _figure(ctx.source, int8, _first(ctx.calibration, DECISION_SAMPLES))
         int8.unlink()
     return found

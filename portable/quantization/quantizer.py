@@ -163,12 +163,17 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse:
 
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        with step(source, None):
-            ready = prepared(source, proto, settings, calibration)
+        kept_before = reuse.get(settings) if reuse is not None else None
+        if kept_before is not None:
+            ready = kept_before[0]
+        else:
+            with step(source, None):
+                ready = prepared(source, proto, settings, calibration,
+                                 (reuse.folder if reuse is not None else Path(tmp)) / "prepared")
+        if reuse is not None:  # the run's next trials take it, and the calibration cache, for these settings only
+            reuse.keep(settings, ready, ready.path)
         kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
         path = ready.for_trial(kept, Path(tmp))
-        if reuse is not None:  # its calibration cache holds for these settings (less their node: exclusions) only
-            reuse.keep(settings, ready, ready.path)
         with step(source, "ONNX Runtime's quantize_static"):
             quantized = quantize_prepared(ready, path, settings, proto, calibration,
                                           reuse.calibration_cache if reuse is not None else None)

@@ -85,7 +85,8 @@ def test_the_default_searches_toward_its_goal_and_writes_a_usable_file(cli, lite
     >= 0.5), and misses only where it cannot classify (microscopy, a page of text): the floor, which judges the
     confident band, writes it, where the old one (90 % top-1 over every crop, 20 dB) refused it. The search still
     runs toward the default goal (98 % where sure, 20 dB), keeping in float the layers whose int8 weights alone
-    cost the logits most (the stem leads; a node whose trial is worse, the first depthwise alone, is put back)."""
+    cost the logits most (the stem and the first depthwise: a layer kept float gets back the bias it had before
+    bias correction, so its trial no longer carries a shift made for int8 rounding it does not have)."""
     model, cal, held = lite0
     out = tmp_path / "e.onnx"
     args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--no-latency",
@@ -99,6 +100,6 @@ def test_the_default_searches_toward_its_goal_and_writes_a_usable_file(cli, lite
     data = json.loads(run.stdout)
     assert run.exit_code == 0 == data["exit_code"] and data["written"] and out.is_file(), run.stderr
     search = data["precision_search"]
-    assert search["trials"] <= 4 and "Conv" in search["kept_float"] and "Conv_1" not in search["kept_float"], search
+    assert search["trials"] <= 4 and "Conv" in search["kept_float"], search
     assert data["accuracy"][0]["sqnr_db"] >= 20.0 and data["accuracy"][0]["top1_agreement"] >= 0.90
     assert data["settings"]["exclude"] == [f"node:{n}" for n in search["kept_float"]] and data["budgets"]["default_floor"]
