@@ -47,8 +47,7 @@ def _with_weights(model: onnx.ModelProto, weights: dict[str, np.ndarray]) -> onn
     return out
 
 
-@pytest.fixture(scope="module")
-def rounded(lite0):
+def _rounded(lite0):
     """AdaRound on Lite0's first four layers (the rest skipped), 32 calibration crops, a short budget."""
     from portable.quantization.adaround import adaround
 
@@ -60,7 +59,14 @@ def rounded(lite0):
     return model, learned, record, settings
 
 
-def test_onnx_runtime_quantizes_the_learned_weights_to_exactly_the_learned_integers(rounded, lite0, tmp_path):
+def test_adaround_writes_integers_onnx_runtime_reproduces_and_beats_round_to_nearest(lite0, tmp_path):
+    """AdaRound on Lite0's first four layers (one test: the learning is its cost, shared by both checks)."""
+    rounded = _rounded(lite0)
+    _exact(rounded, lite0, tmp_path)
+    _end_to_end(rounded, lite0)
+
+
+def _exact(rounded, lite0, tmp_path) -> None:
     """The written float weights go through ONNX Runtime's own quantize_static: its int8 weights are the learned
     integers, element for element, and they are not round-to-nearest's (the learning moved some)."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
@@ -88,7 +94,7 @@ def test_onnx_runtime_quantizes_the_learned_weights_to_exactly_the_learned_integ
         assert (nearest != integers).sum() > 0, name
 
 
-def test_learned_rounding_beats_round_to_nearest_end_to_end(rounded, lite0):
+def _end_to_end(rounded, lite0) -> None:
     """Only those four layers' weights rounded, everything else float: the logits on held-out crops are closer to
     the float model's with the learned integers than with ONNX Runtime's round-to-nearest, by a wide margin."""
     from portable.quantization.accuracy import sqnr_db
