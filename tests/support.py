@@ -40,15 +40,23 @@ def spec_of(name: str) -> str:
 def runner_spec(name: str) -> str:
     """A SPEC for ``compare --reference``: the callable ``name`` of tests/runners/runner_models.py."""
     return f"{ROOT / 'tests' / 'runners' / 'runner_models.py'}:{name}"
-def fixture_module(model: str):
-    """``fixtures/models/MODEL.py`` as a module, loaded on first use."""
-    name = f"portable_{model}_fixtures"
+def _loaded(name: str, path: Path):
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "models" / f"{model}.py")
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def fixture_module(model: str):
+    """``fixtures/models/MODEL.py`` as a module, loaded on first use."""
+    return _loaded(f"portable_{model}_fixtures", FIXTURES / "models" / f"{model}.py")
+
+
+def photos():
+    """``fixtures/photos.py`` (crops of scikit-image's photos, calibration and held-out splits), loaded on first use."""
+    return _loaded("portable_photo_fixtures", FIXTURES / "photos.py")
 
 
 def tiny_llm():

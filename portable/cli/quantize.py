@@ -69,8 +69,10 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
 @click.option("--weights", "old_weights", type=_EIGHT_BIT, default=None, hidden=True)
 @click.option("--per-channel/--per-tensor", "per_channel", default=None,
               help="Weights per output channel, or one scale per tensor. Default: the target's.")
-@click.option("--method", type=click.Choice(["minmax", "entropy", "percentile"]), default=None,
-              help="Calibration method (ONNX Runtime's). Default: minmax.")
+@click.option("--method", type=click.Choice(["auto", "minmax", "entropy", "percentile", "mse"]), default=None,
+              help="Activation ranges: ONNX Runtime's calibrators (minmax, entropy, percentile), mse (per tensor, the "
+                   "range of least quantization error on the calibration data), or auto (default: minmax or mse, "
+                   "whichever measures better on the calibration data).")
 @click.option("--exclude", multiple=True, metavar="OP|NODE",
               help="Keep these op types or nodes in float (comma-separated, repeatable; op:TYPE and node:NAME say "
                    "which, a bare value is an op type if the model has it, else a node name).")
@@ -95,6 +97,12 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
                    "and 20 dB; 0: no search).")
 @click.option("--bias-correction/--no-bias-correction", "bias_correction", default=True, show_default=True,
               help="Shift Conv/Gemm biases to cancel the int8 weights' mean error on the calibration data.")
+@click.option("--adaround/--no-adaround", "adaround", default=None,
+              help="Learned rounding of Conv/Gemm/MatMul weights on the calibration data (AdaRound). Default: off "
+                   "(on EfficientNet-Lite0 it measured worse end to end; docs/quantize.md).")
+@click.option("--equalization/--no-equalization", "equalization", default=None,
+              help="Cross-layer equalization of Conv pairs. Default: kept where it measures better on the "
+                   "calibration data.")
 @click.option("--smoothing/--no-smoothing", "smoothing", default=True, show_default=True,
               help="SmoothQuant: move LayerNorm outputs' outlier channels into the MatMul weights that read them.")
 @click.option("--float-islands/--no-float-islands", "float_islands", default=True, show_default=True,
@@ -174,6 +182,8 @@ class QuantizeOptions:
     judge: tuple[str, ...]
     search_limit: int
     bias_correction: bool
+    adaround: bool | None
+    equalization: bool | None
     smoothing: bool
     float_islands: bool
     scope: str | None
@@ -204,7 +214,8 @@ class QuantizeOptions:
                 "min_sqnr": _once("--min-sqnr", self.min_sqnr), "max_top1_drop": _once("--max-top1-drop", self.max_top1_drop),
                 "min_cosine": _once("--min-cosine", self.min_cosine), "judge": _judged(self.judge),
                 "search_limit": self.search_limit, "bias_correction": self.bias_correction,
-                "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
+                "adaround": self.adaround, "equalization": self.equalization, "smoothing": self.smoothing,
+                "float_islands": self.float_islands, "scope": self.scope,
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
@@ -319,8 +330,25 @@ def _before_quantizer(passes: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _learned(passes: dict[str, Any]) -> list[str]:
+    """Equalization, AdaRound and the activation ranges, as they were decided."""
+    lines = []
+    cle, rounded, ranges = passes.get("equalization"), passes.get("adaround"), passes.get("ranges")
+    if cle and cle.get("pairs"):
+        lines.append(f"  equalization: {cle['pairs']} Conv pair(s), {'kept' if cle['applied'] else 'not kept'}"
+                     + (f" (measured: {passes['decision']['worst_output_sqnr_db']})" if "decision" in passes else ""))
+    if rounded and rounded["applied"]:
+        lines.append(f"  adaround: {rounded['layers']} layer(s) learned, {rounded['flipped_share']:.1%} of weights "
+                     f"rounded away from nearest, layer error {rounded['error_vs_nearest']:.2f}x nearest's "
+                     f"({rounded['seconds']:.0f} s)")
+    if ranges:
+        lines.append(f"  activation ranges: {ranges['method']}" + (f", {ranges['clipped']} of {ranges['tensors']} "
+                                                                   "tensor(s) clipped" if "clipped" in ranges else ""))
+    return lines
+
+
 def _passes(result: Any) -> list[str]:
-    lines = _before_quantizer(result.passes)
+    lines = _before_quantizer(result.passes) + _learned(result.passes)
     corrected = result.passes.get("bias_correction")
     if corrected:
         lines.append(f"  bias correction: {corrected['corrected_layers']} Conv/Gemm layer(s) "

@@ -66,9 +66,9 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              max_top1_drop: float | None = None, min_cosine: float | None = None, latency: bool = True, per_node: bool = True,
              timing: Any = None, policy: Policy | None = None, force: bool = False,
              quiet: bool = True, bias_correction: bool = True, smoothing: bool = True,
-             float_islands: bool = True, scope: str | None = None,
-             search_limit: int = DEFAULT_SEARCH_LIMIT, preprocess: str | None = None,
-             judge: Mapping[str, str] | None = None) -> QuantizeResult:
+             float_islands: bool = True, scope: str | None = None, adaround: bool | None = None,
+             equalization: bool | None = None, search_limit: int = DEFAULT_SEARCH_LIMIT,
+             preprocess: str | None = None, judge: Mapping[str, str] | None = None) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
     Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
@@ -86,7 +86,9 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     (:data:`portable.quantization.settings.DEFAULT_GOAL`: logits 98 % and 20 dB) runs the search toward it
     first (``search_limit=0``: no search). Before ONNX Runtime's quantizer, ``smoothing`` runs :mod:`portable.quantization.smoothing`
     (LayerNorm -> MatMul), ``float_islands`` keeps out the tensors of :mod:`portable.quantization.islands`
-    (masking sentinels, outlier channels) and ``bias_correction`` runs :mod:`portable.quantization.correction`;
+    (masking sentinels, outlier channels), ``equalization`` runs :mod:`portable.quantization.equalize` (None: kept
+    where it measures better on the calibration data), ``adaround`` :mod:`portable.quantization.adaround` (None: off,
+    ``Settings.adaround_for`` says why) and ``bias_correction`` :mod:`portable.quantization.correction`;
     ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
     ``judge`` (output name -> "logits", "embedding" or "tensor") overrides what judges an output
     (:mod:`portable.quantization.judging` decides it otherwise, and the report says why).
@@ -101,7 +103,8 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     plan = Plan(Path(model), Path(output),
                 resolve_settings(target, activations=activations, weights=weights, per_channel=per_channel,
                                  method=method, exclude=exclude, bias_correction=bias_correction,
-                                 smoothing=smoothing, float_islands=float_islands, scope=scope),
+                                 smoothing=smoothing, float_islands=float_islands, scope=scope,
+                                 adaround=adaround, equalization=equalization),
                 _budgets(min_sqnr, max_top1_drop, min_cosine), policy or load_policy(),
                 Path(calibration) if calibration is not None else None,
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),

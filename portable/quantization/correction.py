@@ -20,7 +20,7 @@ PyTorch/TensorFlow library, not an ONNX pass).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,10 +110,13 @@ def _shift(node: onnx.NodeProto, weight: np.ndarray, mean: np.ndarray, settings:
     return np.asarray(np.einsum("goi,gi->go", per_pair.reshape(groups, out_channels // groups, group_in), means)).ravel()
 
 
-def correct_biases(proto: onnx.ModelProto, settings: Settings,
-                   calibration: Samples) -> tuple[onnx.ModelProto, BiasCorrection]:
-    """A copy of ``proto`` with every correctable layer's bias shifted (the module docstring)."""
+def correct_biases(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
+                   learned: Collection[str] = ()) -> tuple[onnx.ModelProto, BiasCorrection]:
+    """A copy of ``proto`` with every correctable layer's bias shifted (the module docstring). Layers whose weight
+    is in ``learned`` are left as they are: AdaRound fitted their rounding to their output on the data, mean
+    included (and the error of the layers before them), which a shift against the float weight would undo."""
     layers, skipped = _layers(proto)
+    layers = [n for n in layers if n.input[1] not in learned]
     if not layers:
         return proto, BiasCorrection(0, skipped, 0.0)
     means = _input_means(proto, list(dict.fromkeys(n.input[0] for n in layers)), calibration)

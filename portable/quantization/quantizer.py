@@ -16,19 +16,23 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from portable.errors import UsageError
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
-from portable.quantization.steps import Reuse, shape_step, step
+from portable.quantization.steps import Reuse, step
 
-__all__ = ["Prepared", "Quantized", "exclusions", "prepare", "quantize_file"]
+if TYPE_CHECKING:
+    from portable.quantization.preparation import Prepared
+
+__all__ = ["Quantized", "exclusions", "op_types_to_quantize", "quantize_file", "quantize_prepared"]
 
 _TYPES = {"uint8": "QUInt8", "int8": "QInt8"}
-_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+# "mse" and "auto" ranges reach quantize_static as a calibration cache (ranges.py); its MinMax reads it
+_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile", "mse": "MinMax", "auto": "MinMax"}
 
 
 def exclusions(proto: onnx.ModelProto, exclude: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -57,13 +61,16 @@ def exclusions(proto: onnx.ModelProto, exclude: Sequence[str]) -> tuple[list[str
     return chosen
 
 
-def _op_types(excluded_ops: Sequence[str]) -> list[str] | None:
-    """Every op type ONNX Runtime's QDQ quantizer handles, less the excluded ones (None: all)."""
-    if not excluded_ops:
-        return None
+def _registry_ops() -> set[str]:
+    """Every op type ONNX Runtime's QDQ quantizer handles (``quantize_static``'s default list)."""
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
-    return sorted((set(QDQRegistry) | set(QLinearOpsRegistry)) - set(excluded_ops))
+    return set(QDQRegistry) | set(QLinearOpsRegistry)
+
+
+def _op_types(excluded_ops: Sequence[str]) -> list[str] | None:
+    """Every op type ONNX Runtime's QDQ quantizer handles, less the excluded ones (None: all)."""
+    return sorted(_registry_ops() - set(excluded_ops)) if excluded_ops else None
 
 
 def _arguments(settings: Settings, proto: onnx.ModelProto, prepared: Prepared | None = None) -> dict[str, Any]:
@@ -115,99 +122,59 @@ class Quantized:
     reference: onnx.ModelProto | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """The float model the quantizer reads (``source`` or a rewritten copy; ``model`` is it in memory) and what
-    it keeps float."""
-
-    path: Path
-    model: onnx.ModelProto
-    passes: dict[str, Any]
-    float_nodes: tuple[str, ...] = ()
-    float_output_ops: tuple[str, ...] = ()
-    # the float model after the passes that keep its function exact (SmoothQuant), before those that change it
-    # (bias correction): each int8 tensor is compared with this one's (nodes.py); None: the source as it is
-    reference: onnx.ModelProto | None = None
+def op_types_to_quantize(settings: Settings, proto: onnx.ModelProto, extra_ops: Sequence[str] = ()) -> list[str]:
+    """The op types ``quantize_static`` is given (and calibrates the tensors of) for ``proto`` under ``settings``."""
+    listed = _arguments(settings, proto)["op_types_to_quantize"]
+    return sorted(set(_registry_ops() if listed is None else listed) | set(extra_ops))
 
 
-def _smoothed(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-              passes: dict[str, Any]) -> tuple[onnx.ModelProto, tuple[str, ...]]:
-    if not settings.smoothing:
-        return proto, ()
-    from portable.quantization.smoothing import smooth
+def quantize_prepared(ready: Prepared, path: Path, settings: Settings, proto: onnx.ModelProto,
+                      calibration: Samples, cache: Path | None = None) -> onnx.ModelProto:
+    """ONNX Runtime's ``quantize_static`` on ``path`` (``ready``'s shape-inferred float model or a trial's copy
+    of it); with ``ready.ranges``, its calibration cache (no calibration pass), else ``calibration`` (through
+    ``cache``, where given: ONNX Runtime's own calibration cache, written by the first trial, read by the next)."""
+    from onnxruntime.quantization import CalibrationMethod, quantize_static
 
-    smoothed, record = smooth(proto, calibration)
-    passes["smoothing"] = record.to_dict()
-    return smoothed, record.float_nodes
-
-
-def _islands(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-             passes: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not settings.float_islands:
-        return (), ()
-    from portable.quantization.islands import float_islands
-
-    found = float_islands(proto, calibration)
-    passes["float_islands"] = found.to_dict()
-    return found.nodes, found.float_output_ops
-
-
-def _corrected(proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-               passes: dict[str, Any]) -> onnx.ModelProto:
-    if not settings.bias_correction:
-        return proto
-    from portable.quantization.correction import correct_biases
-
-    corrected, record = correct_biases(proto, settings, calibration)
-    passes["bias_correction"] = record.to_dict()
-    return corrected
-
-
-def prepare(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
-    """The passes before ONNX Runtime's quantizer on ``proto`` (``source`` as loaded, weights inline), in order:
-    smoothing, float islands, bias correction."""
-    passes: dict[str, Any] = {"scope": settings.resolved_scope({n.op_type for n in proto.graph.node})}
-    smoothed, restoring = _smoothed(proto, settings, calibration, passes)
-    island_nodes, output_ops = _islands(smoothed, settings, calibration, passes)
-    corrected = _corrected(smoothed, settings, calibration, passes)
-    path = source if corrected is proto else folder / "prepared-float.onnx"
-    if corrected is not proto:
-        onnx.save(corrected, str(path))
-    return Prepared(path, corrected, passes, tuple(dict.fromkeys(restoring + island_nodes)), output_ops,
-                    None if smoothed is proto else smoothed)
-
-
-def _prepared(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples,
-              folder: Path) -> tuple[Prepared, Path]:
-    """``prepare``'s float model and ``quant_pre_process``'s file of it (in ``folder``)."""
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    prepared = folder / "prepared.onnx"
-    with step(source, None):
-        ready = prepare(source, proto, settings, calibration, folder)
-    with step(source, shape_step(settings.symbolic_shape)), contextlib.chdir(folder):  # its failure writes into the cwd
-        quant_pre_process(str(ready.path), str(prepared), skip_optimization=True,
-                          skip_symbolic_shape=not settings.symbolic_shape)
-    return ready, prepared
+    arguments = _arguments(settings, proto, ready)
+    if ready.extra_ops:
+        arguments["op_types_to_quantize"] = op_types_to_quantize(settings, proto, ready.extra_ops)
+    reader: Reader | None = Reader(calibration)
+    if cache is not None:
+        arguments["calibration_cache_path"] = str(cache)
+    if ready.ranges is not None:
+        arguments.update(calibration_cache_path=str(ready.ranges), calibrate_method=CalibrationMethod.MinMax)
+        reader = None
+    with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp:
+        out = Path(tmp) / "quantized.onnx"
+        quantize_static(str(path), str(out), reader, **arguments)
+        return onnx.load(str(out))
 
 
 def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse: Reuse | None = None) -> Quantized:
-    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data). Each step's failure
-    names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the cause chained
-    (``--debug`` shows it). ``reuse``: what an earlier trial of the same run computed (``steps.Reuse``)."""
+    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data), after the passes
+    of :mod:`portable.quantization.preparation` (run once per source, settings and calibration samples). Each
+    step's failure names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the
+    cause chained (``--debug`` shows it). ``reuse``: the run's trials share ONNX Runtime's calibration cache."""
     proto = onnx.load(str(source), load_external_data=False)
-    exclusions(proto, settings.exclude)  # bad --exclude values: before any work
+    excluded_ops, excluded_nodes = exclusions(proto, settings.exclude)  # bad --exclude values: before any work
     import onnxruntime as ort
-    from onnxruntime.quantization import quantize_static
+
+    from portable.quantization.preparation import prepared
 
     ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
     with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        out = Path(tmp) / "quantized.onnx"
-        ready, prepared = (reuse.get(settings) if reuse is not None else None) or _prepared(
-            source, proto, settings, calibration, reuse.folder if reuse is not None else Path(tmp))
-        if reuse is not None:
-            reuse.keep(settings, ready, prepared)
+        kept_before = reuse.get(settings) if reuse is not None else None
+        if kept_before is not None:
+            ready = kept_before[0]
+        else:
+            with step(source, None):
+                ready = prepared(source, proto, settings, calibration,
+                                 (reuse.folder if reuse is not None else Path(tmp)) / "prepared")
+        if reuse is not None:  # the run's next trials take it, and the calibration cache, for these settings only
+            reuse.keep(settings, ready, ready.path)
+        kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
+        path = ready.for_trial(kept, Path(tmp))
         with step(source, "ONNX Runtime's quantize_static"):
-            quantize_static(str(prepared), str(out), Reader(calibration), **_arguments(settings, proto, ready),
-                            calibration_cache_path=reuse.calibration_cache if reuse is not None else None)
-        return Quantized(onnx.load(str(out)), ready.passes, ready.reference)
+            quantized = quantize_prepared(ready, path, settings, proto, calibration,
+                                          reuse.calibration_cache if reuse is not None else None)
+        return Quantized(quantized, dict(ready.passes), ready.reference)

