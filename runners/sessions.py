@@ -141,6 +141,25 @@ def qnn_version() -> str:
     return f"onnxruntime-qnn {info.__version__} (QAIRT {getattr(info, 'qnn_version', '?')})"
 
 
+_QNN_PRIMED: list[bool] = []  # process-wide, as QNN's own log level is: whether the first QNN session was made
+
+
+def _prime_qnn(spec: SessionSpec) -> None:
+    """QNN's HTP backend takes the log level of the process's first QNN session and keeps it (measured: after a
+    runner's session at ERROR, the live check's session at VERBOSE no longer got the HTP's reasons for a refusal).
+    The first one is therefore a one-Relu session at VERBOSE, its log dropped: a later session that reads the log
+    gets QNN's words, and a quiet one (its own level ERROR) prints nothing on its runs."""
+    from onnx import TensorProto, helper
+
+    _QNN_PRIMED.append(True)
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "qnn_log_level", value[:1], value[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with contextlib.suppress(SessionFailed):
+        session_from_onnx(model.SerializeToString(), spec.with_(log_severity=0), said=[],
+                          what="a one-node model (QNN's log level)")
+
+
 def qnn_htp(**changes: Any) -> SessionSpec:
     """A session on onnxruntime-qnn's QNN EP with its HTP backend (``backend_path``: the wheel's ``libQnnHtp.so``;
     on x86-64 the HTP simulator, which validates each node with Qualcomm's op definitions and runs the NPU's
@@ -157,11 +176,8 @@ def session_from_onnx(model: str | Path | bytes, spec: SessionSpec = SessionSpec
     ``spec.log_severity``, kept from the user either way), for a caller that reads its placements."""
     import onnxruntime as ort
 
-    if spec.provider == QNN and said is None:
-        # QNN's HTP backend takes its log level from the process's first QNN session and keeps it: a first session
-        # at ERROR would leave a later live check (validators/targets/htp.py) without the HTP's own reasons. Every
-        # QNN session logs at VERBOSE, into a list dropped here (measured: the refusal words of Asin were lost).
-        spec, said = spec.with_(log_severity=0), []
+    if spec.provider == QNN and not _QNN_PRIMED:
+        _prime_qnn(spec)
     # provider-library messages too; below ERROR only for a caller that reads them
     caller_reads = said is not None
     ort.set_default_logger_severity(spec.log_severity if caller_reads else max(spec.log_severity, ERROR))
