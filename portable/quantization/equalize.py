@@ -31,6 +31,7 @@ works on its own graph representation and replaces ReLU6 by ReLU).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,8 +88,9 @@ def _activation(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> tuple
     return True, float(high) if high is not None else None
 
 
-def _pairs(proto: onnx.ModelProto) -> list[_Pair]:
-    """Conv -> [Relu | Clip(0, c)] -> Conv chains with single-reader tensors and constant weights."""
+def _pairs(proto: onnx.ModelProto, kept: Collection[str]) -> list[_Pair]:
+    """Conv -> [Relu | Clip(0, c)] -> Conv chains with single-reader tensors and constant weights, none of their
+    nodes named in ``kept``."""
     uses = Counter(name for n in proto.graph.node for name in n.input)
     constants = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
     single = {name for name in constants if uses[name] == 1}
@@ -109,7 +111,8 @@ def _pairs(proto: onnx.ModelProto) -> list[_Pair]:
         if nxt is not None and nxt.op_type in ("Relu", "Clip"):
             passes, cap = _activation(nxt, constants)
             act, nxt = (nxt, only_reader(nxt.output[0])) if passes else (None, None)
-        if nxt is not None and _conv_ok(nxt, single) and _groups_ok(first, nxt, constants):
+        if (nxt is not None and _conv_ok(nxt, single) and _groups_ok(first, nxt, constants)
+                and not {first.name, nxt.name, act.name if act is not None else first.name} & set(kept)):
             pairs.append(_Pair(first, act, nxt, cap))
     return pairs
 
@@ -156,16 +159,17 @@ def _store(tables: dict[str, onnx.TensorProto], name: str, value: np.ndarray) ->
 
 
 def _capped(graph: onnx.GraphProto, pairs: list[_Pair], caps: dict[str, np.ndarray]) -> tuple[str, ...]:
-    """Each equalized Clip(0, c) becomes Relu then Min with its per-channel cap; the Min nodes' names."""
+    """Each equalized Clip(0, c) becomes Relu (``<clip>_relu``) then Min with its per-channel cap, the Min named as
+    the Clip was (a node name the user's file has); the Min nodes' names."""
     names = []
     for pair in (p for p in pairs if p.act is not None and p.act.name in caps):
         act = pair.act
         assert act is not None
-        name, relu_out = f"{act.name}_cap", f"{act.output[0]}_relu"
+        name, relu_out = act.name, f"{act.output[0]}_relu"  # the Min keeps the Clip's name: --exclude node:NAME
         graph.initializer.append(numpy_helper.from_array(caps[act.name].astype(np.float32).reshape(1, -1, 1, 1),
-                                                         f"{name}_value"))
+                                                         f"{name}_cap_value"))
         position = list(graph.node).index(act)
-        graph.node.insert(position + 1, onnx.helper.make_node("Min", [relu_out, f"{name}_value"], [act.output[0]],
+        graph.node.insert(position + 1, onnx.helper.make_node("Min", [relu_out, f"{name}_cap_value"], [act.output[0]],
                                                               name=name))
         relu = onnx.helper.make_node("Relu", [act.input[0]], [relu_out], name=f"{act.name}_relu")
         graph.node.remove(act)
@@ -174,15 +178,16 @@ def _capped(graph: onnx.GraphProto, pairs: list[_Pair], caps: dict[str, np.ndarr
     return tuple(names)
 
 
-def equalize(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, Equalization]:
+def equalize(proto: onnx.ModelProto, kept: Collection[str] = ()) -> tuple[onnx.ModelProto, Equalization]:
     """A copy of ``proto`` with every Conv pair equalized (the module docstring); ``proto`` itself when there
-    is none."""
-    pairs = _pairs(proto)
+    is none. ``kept``: nodes the user keeps float (``--exclude``); a pair with one of them (either Conv or the
+    activation between) is left as it is, so the node keeps its name and op type and computes what it did."""
+    pairs = _pairs(proto, kept)
     if not pairs:
         return proto, Equalization(0, (), 1.0)
     equalized = onnx.ModelProto()
     equalized.CopyFrom(proto)
-    pairs = _pairs(equalized)
+    pairs = _pairs(equalized, kept)
     tables = {t.name: t for t in equalized.graph.initializer}
     caps: dict[str, np.ndarray] = {}
     largest = 1.0

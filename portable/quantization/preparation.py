@@ -36,8 +36,9 @@ from portable.errors import one_line
 from portable.quantization.data import Samples
 from portable.quantization.settings import Settings
 
-__all__ = ["DECISION_SAMPLES", "Prepared", "prepared"]
+__all__ = ["DECISION_SAMPLES", "SEEDED_REASON", "Prepared", "prepared"]
 
+SEEDED_REASON = "seeded calibration data (random inputs)"  # why a data-driven pass did not run on them
 DECISION_SAMPLES = 32  # calibration samples each candidate is measured on
 EXACT_DB = 60.0  # a rewrite meant to be exact in float must keep the outputs at least this close (float32: ~120 dB)
 
@@ -209,16 +210,18 @@ def _measure(ctx: _Context, candidate: _Candidate, methods: list[str]) -> dict[s
     return found
 
 
-def _candidates(model: onnx.ModelProto, settings: Settings, calibration: Samples,
+def _candidates(proto: onnx.ModelProto, model: onnx.ModelProto, settings: Settings, calibration: Samples,
                 passes: dict[str, Any]) -> list[_Candidate]:
-    """The model as it is and, unless ``--no-equalization``, equalized (when exact in float)."""
+    """The model as it is and, unless ``--no-equalization`` (or seeded data, unless ``--equalization``), equalized
+    (when exact in float) but for the Conv pairs of the nodes the user keeps float."""
     plain = _Candidate("plain", model)
-    if settings.equalization is False:
-        passes["equalization"] = {"applied": False, "by": "--no-equalization"}
+    if not settings.equalization and (settings.equalization is False or _seeded(calibration)):
+        passes["equalization"] = {"applied": False, "by": "--no-equalization" if settings.equalization is False
+                                  else SEEDED_REASON}
         return [plain]
     from portable.quantization.equalize import equalize
 
-    equalized, record = equalize(model)
+    equalized, record = equalize(model, _excluded(proto, model, settings))
     passes["equalization"] = {"applied": False, **record.to_dict()}
     if record.pairs == 0:
         return [plain]
@@ -245,7 +248,7 @@ def _decide(source: Path, proto: onnx.ModelProto, model: onnx.ModelProto, settin
             folder: Path, passes: dict[str, Any], float_nodes: tuple[str, ...],
             float_output_ops: tuple[str, ...]) -> tuple[_Candidate, str]:
     """The candidate and range method of the best figure on the calibration samples (the module docstring)."""
-    candidates = _candidates(model, settings, calibration, passes)
+    candidates = _candidates(proto, model, settings, calibration, passes)
     methods = ["minmax", "mse"] if settings.method == "auto" else [settings.method]
     if len(candidates) * len(methods) == 1:
         passes["equalization"]["applied"] = candidates[0].name == "equalized"
@@ -273,13 +276,13 @@ def _adarounded(model: onnx.ModelProto, settings: Settings, calibration: Samples
     return rounded, record.originals
 
 
-def _excluded(model: onnx.ModelProto, settings: Settings) -> frozenset[str]:
-    """The nodes of ``model`` the user's ``--exclude`` keeps float."""
+def _excluded(proto: onnx.ModelProto, model: onnx.ModelProto, settings: Settings) -> frozenset[str]:
+    """The nodes of ``model`` the user's ``--exclude`` keeps float, its values read against the user's own file
+    ``proto`` (as the quantizer reads them): CLE leaves the pairs of excluded nodes as they are."""
     from portable.quantization.quantizer import exclusions
 
-    ops, nodes = exclusions(model, [e for e in settings.exclude if not e.startswith("node:")
-                                    or e[5:] in {n.name for n in model.graph.node}])
-    return frozenset(nodes) | {n.name for n in model.graph.node if n.op_type in ops}
+    ops, nodes = exclusions(proto, settings.exclude)
+    return frozenset(n.name for n in model.graph.node if n.name in nodes or n.op_type in ops)
 
 
 def _biases_before(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -294,12 +297,11 @@ def _seeded(calibration: Samples) -> bool:
 
 def _on_data(settings: Settings, calibration: Samples) -> Settings:
     """``settings`` with the data-driven passes left to the user on seeded random data: fitting rounding, ranges
-    and equalization to random inputs fits them to noise, so AdaRound and CLE are off and the ranges are ONNX
-    Runtime's min-max, unless asked for."""
+    and equalization to random inputs fits them to noise, so the ranges are ONNX Runtime's min-max and CLE is off
+    (``_candidates``) unless asked for; AdaRound is off unless asked for on any data."""
     if not _seeded(calibration):
         return settings
-    return replace(settings, adaround=bool(settings.adaround), equalization=bool(settings.equalization),
-                   method="minmax" if settings.method == "auto" else settings.method)
+    return replace(settings, method="minmax" if settings.method == "auto" else settings.method)
 
 
 def _build(source: Path, proto: onnx.ModelProto, settings: Settings, calibration: Samples, folder: Path) -> Prepared:
@@ -310,7 +312,7 @@ def _build(source: Path, proto: onnx.ModelProto, settings: Settings, calibration
     float_nodes = tuple(dict.fromkeys(restoring + island_nodes))
     candidate, method = _decide(source, proto, smoothed, settings, calibration, folder, passes, float_nodes, output_ops)
     rounded, originals = _adarounded(candidate.model, settings, calibration,
-                                     frozenset(float_nodes) | _excluded(candidate.model, settings), passes)
+                                     frozenset(float_nodes) | _excluded(proto, candidate.model, settings), passes)
     biases = _biases_before(rounded)
     corrected, record = _corrected(rounded, settings, calibration, set(originals))
     if record is not None:

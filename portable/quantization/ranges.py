@@ -10,8 +10,9 @@ clips. Here that search reads ONNX Runtime's own calibration: its histogram cali
 (``create_calibrator`` with the percentile method, whose collector keeps a histogram of real values per
 tensor) runs over the calibration samples, a chunk at a time so no activation is held for all samples;
 each tensor's candidate ranges are scored on that histogram, and the chosen ranges go to the quantizer as
-``TensorQuantOverrides`` (``rmin``/``rmax``), ONNX Runtime's own way to set a tensor's range. The scale and
-zero point are then ONNX Runtime's (``compute_scale_zp``) from those ranges.
+ONNX Runtime's own calibration cache (:func:`save_ranges`: ``quantize_static``'s ``calibration_cache_path``, read
+as MinMax ranges instead of calibrating again). The scale and zero point are then ONNX Runtime's
+(``compute_scale_zp``) from those ranges.
 
 The error of a candidate is scored at the histogram's bin centres with the scale and zero point
 ``compute_scale_zp`` would give (its formula, vectorised over the candidates: calling it per candidate
@@ -67,10 +68,6 @@ class RangeChoice:
     method: str
     ranges: dict[str, tuple[float, float]]
     clipped: int
-
-    def overrides(self) -> dict[str, list[dict[str, Any]]]:
-        """``TensorQuantOverrides`` setting each tensor's range."""
-        return {name: [{"rmin": np.float32(low), "rmax": np.float32(high)}] for name, (low, high) in self.ranges.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "tensors": len(self.ranges), "clipped": self.clipped}

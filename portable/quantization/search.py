@@ -88,14 +88,16 @@ def _ranked(source: tuple[Path, Path], settings: Settings, trial: Path, few: tup
             limit: int) -> list[str]:
     """Float-model node names to keep float, in order: the weight layers whose int8 weights alone cost the
     outputs most (:mod:`portable.quantization.sensitivity`, on a few calibration samples), then the rest by their
-    own pair's loss on a few held-out ones (graph inputs have no node to keep)."""
+    own pair's loss on a few held-out ones (graph inputs have no node to keep). Only nodes of the user's file
+    (``source[0]``): a node a pass added to the reference (CLE's ``<clip>_relu``) is no ``--exclude`` of the file's."""
     from portable.quantization.nodes import worst_nodes
     from portable.quantization.sensitivity import weight_sensitivity
 
     layers = [layer.node for layer in weight_sensitivity(source[0], settings, few[0])]
     rows = worst_nodes(source[1], trial, few[1], count=4 * limit)
     own = [r.node for r in rows if r.node and r.qdq_sqnr_db is not None]
-    return list(dict.fromkeys(layers + own))[:limit]
+    names = {n.name for n in onnx.load(str(source[0]), load_external_data=False).graph.node}
+    return [name for name in dict.fromkeys(layers + own) if name in names][:limit]
 
 
 def _margin(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> float:
