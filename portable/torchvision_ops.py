@@ -41,7 +41,7 @@ def nms_reference(boxes: Any, scores: Any, iou_threshold: float) -> Any:
         inter = (bottom_right - top_left).clamp(min=0).prod(dim=1)
         area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
         iou = inter / (area(boxes[first]) + area(boxes[rest]) - inter)
-        order = rest[iou <= iou_threshold]
+        order = rest[~(iou > iou_threshold)]  # as torchvision: suppressed only above the threshold (NaN kept)
     return torch.tensor(keep, dtype=torch.long, device=boxes.device)
 
 
