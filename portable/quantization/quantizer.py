@@ -10,11 +10,8 @@ data and making histogram ...") by a redirect of stdout here, its C++ log below 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +20,11 @@ import onnx
 from portable.errors import UsageError
 from portable.quantization.data import Reader, Samples
 from portable.quantization.settings import LINEAR_OPS, Settings
-from portable.quantization.steps import Reuse, step
 
 if TYPE_CHECKING:
     from portable.quantization.preparation import Prepared
 
-__all__ = ["Quantized", "exclusions", "op_types_to_quantize", "quantize_file", "quantize_prepared"]
+__all__ = ["exclusions", "op_types_to_quantize", "quantize_prepared"]
 
 _TYPES = {"uint8": "QUInt8", "int8": "QInt8"}
 # "mse" and "auto" ranges reach quantize_static as a calibration cache (ranges.py); its MinMax reads it
@@ -112,16 +108,6 @@ def _per_tensor_weights(settings: Settings, proto: onnx.ModelProto) -> dict[str,
             if node.op_type in settings.target.per_tensor_ops for name in node.input if name in weights}
 
 
-@dataclass(frozen=True)
-class Quantized:
-    """The QDQ model, and what the passes before ONNX Runtime's quantizer did to the float one."""
-
-    proto: onnx.ModelProto
-    passes: dict[str, Any] = field(default_factory=dict)
-    # the float model as the int8 one computes it (Prepared.reference): what the worst nodes compare with
-    reference: onnx.ModelProto | None = field(default=None, compare=False, repr=False)
-
-
 def op_types_to_quantize(settings: Settings, proto: onnx.ModelProto, extra_ops: Sequence[str] = ()) -> list[str]:
     """The op types ``quantize_static`` is given (and calibrates the tensors of) for ``proto`` under ``settings``."""
     listed = _arguments(settings, proto)["op_types_to_quantize"]
@@ -148,33 +134,3 @@ def quantize_prepared(ready: Prepared, path: Path, settings: Settings, proto: on
         out = Path(tmp) / "quantized.onnx"
         quantize_static(str(path), str(out), reader, **arguments)
         return onnx.load(str(out))
-
-
-def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse: Reuse | None = None) -> Quantized:
-    """The QDQ model ONNX Runtime makes of ``source`` (read back whole: no external data), after the passes
-    of :mod:`portable.quantization.preparation` (run once per source, settings and calibration samples). Each
-    step's failure names its step (portable's own pass, ONNX Runtime's shape inference, its quantizer), with the
-    cause chained (``--debug`` shows it). ``reuse``: the run's trials share ONNX Runtime's calibration cache."""
-    proto = onnx.load(str(source), load_external_data=False)
-    excluded_ops, excluded_nodes = exclusions(proto, settings.exclude)  # bad --exclude values: before any work
-    import onnxruntime as ort
-
-    from portable.quantization.preparation import prepared
-
-    ort.set_default_logger_severity(3)  # the calibration sessions' C++ warnings
-    with tempfile.TemporaryDirectory(prefix="portable-quantize-") as tmp, contextlib.redirect_stdout(io.StringIO()):
-        kept_before = reuse.get(settings) if reuse is not None else None
-        if kept_before is not None:
-            ready = kept_before[0]
-        else:
-            with step(source, None):
-                ready = prepared(source, proto, settings, calibration,
-                                 (reuse.folder if reuse is not None else Path(tmp)) / "prepared")
-        if reuse is not None:  # the run's next trials take it, and the calibration cache, for these settings only
-            reuse.keep(settings, ready, ready.path)
-        kept = set(excluded_nodes) | {n.name for n in ready.model.graph.node if n.op_type in excluded_ops}
-        path = ready.for_trial(kept, Path(tmp))
-        with step(source, "ONNX Runtime's quantize_static"):
-            quantized = quantize_prepared(ready, path, settings, proto, calibration,
-                                          reuse.calibration_cache if reuse is not None else None)
-        return Quantized(quantized, dict(ready.passes), ready.reference)

@@ -38,8 +38,9 @@ from portable.quantization.data import (
     seeded_samples,
 )
 from portable.quantization.judging import OutputKind, output_kinds, recorded_task
+from portable.quantization.pipeline import quantize_file
 from portable.quantization.plan import Plan
-from portable.quantization.quantizer import exclusions, quantize_file
+from portable.quantization.quantizer import exclusions
 from portable.quantization.result import QuantizeFailed, QuantizeResult, SampleSet
 from portable.quantization.search import SearchResult
 from portable.quantization.settings import DEFAULT_GOAL

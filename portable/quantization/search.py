@@ -40,7 +40,7 @@ import onnx
 
 from portable.quantization.accuracy import OutputAccuracy, check_budgets
 from portable.quantization.data import Samples
-from portable.quantization.quantizer import Quantized
+from portable.quantization.pipeline import Quantized
 from portable.quantization.settings import Budgets, Settings
 from portable.quantization.steps import Reuse
 
@@ -68,7 +68,7 @@ def _holds(budgets: Budgets, accuracy: tuple[OutputAccuracy, ...]) -> bool:
 
 
 def _trial(source: Path, settings: Settings, calibration: Samples, reuse: Reuse) -> tuple[Quantized, Path]:
-    from portable.quantization.quantizer import quantize_file
+    from portable.quantization.pipeline import quantize_file
 
     path = reuse.folder / "trial.onnx"
     quantized = quantize_file(source, settings, calibration, reuse)

@@ -10,7 +10,7 @@ import onnx
 from onnx import numpy_helper
 
 from portable.quantization.data import Samples
-from portable.quantization.quantizer import quantize_file
+from portable.quantization.pipeline import quantize_file
 from portable.quantization.settings import resolve_settings
 from portable.quantization.steps import Reuse
 
