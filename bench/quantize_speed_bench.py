@@ -57,7 +57,7 @@ MODELS = {"mpnet-base": ("fixtures/models/mpnet.py:base", ()),
           "minilm": ("fixtures/models/minilm.py:build", (f"input_ids=1x{SEQ}:int64", f"attention_mask=1x{SEQ}:int64"))}
 ROWS = {"defaults": (), "search-16": ("--min-cosine", "0.9999")}
 STEPS = {  # (module, attribute): the step's name in the breakdown
-    ("portable.quantization.quantizer", "_prepared"): "passes before the quantizer + quant_pre_process",
+    ("portable.quantization.preparation", "prepared"): "passes before the quantizer + quant_pre_process",
     ("onnxruntime.quantization", "quantize_static"): "quantize_static (calibration, quantizer)",
     ("portable.quantization.run", "_accuracy"): "int8 runs on the held-out samples",
     ("portable.quantization.sensitivity", "weight_sensitivity"): "sensitivity ranking",
