@@ -121,7 +121,8 @@ zoo-textgen: qwen25
 	mv bench/results/zoo_textgen.json.tmp bench/results/zoo_textgen.json
 
 # optimum-cli against portable export on ten architectures from folders (docs/peers.md, bench/results/peers.json),
-# the peer from `peers-venv` (its own venv, with the CPU torch). About 40 min and 5 GB on 2 cores.
+# the peer from `peers-venv` (its own venv, with the CPU torch); optimum-cli and portable --no-verify three times
+# each, alternating, the median kept. About 60 min and 5 GB on 2 cores.
 .PHONY: peers
 peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) bench/peers_bench.py $(if $(ONLY),--only $(ONLY)) > bench/results/peers.json.tmp

