@@ -197,12 +197,16 @@ def _folder_tokenizer(text: str) -> Any:
 
 
 def load_reference(spec: str, weights: str | Path | None = None, *, task: str | None = None,
-                   model: str | Path | None = None) -> LoadedSpec:
+                   model: str | Path | None = None, trust_remote_code: bool = False) -> LoadedSpec:
     """A reference model: a SPEC (with ``weights``' state dict), or a model folder loaded for ``task`` (None or
-    "model": the task and dims recorded for the file ``model``, else the folder's own)."""
+    "model": the task and dims recorded for the file ``model``, else the folder's own); a folder whose config
+    maps its own code only with ``trust_remote_code``."""
     from portable.hf.folder import is_folder_reference
 
     if not is_folder_reference(spec):
+        if trust_remote_code:
+            raise UsageError(f"--trust-remote-code: for a model folder (config.json and weights); {spec!r} is a SPEC, "
+                             "whose code is yours to run")
         loaded = load_spec(spec)
         if weights:
             load_weights(loaded.module, weights)
@@ -213,7 +217,8 @@ def load_reference(spec: str, weights: str | Path | None = None, *, task: str | 
     source = recorded_source(model) if model is not None else {}
     wanted = task if task not in (None, "model") else source.get("task")
     shapes = [f"{name}={dim['value']}" for name, dim in (source.get("dims") or {}).items()]
-    found = load_folder(spec, wanted, shapes if wanted == source.get("task") else (), weights=weights)
+    found = load_folder(spec, wanted, shapes if wanted == source.get("task") else (), weights=weights,
+                        trust_remote_code=trust_remote_code)
     return LoadedSpec(spec=spec, module=found.module, example_inputs=found.args or None, root=found.plan.folder.path)
 
 

@@ -34,6 +34,7 @@ from portable.cli.options import (
     quiet_option,
     timing_config,
     tolerance_options,
+    trust_option,
 )
 from portable.cli.runtimes import RuntimesCompareOptions, compare_runtimes_command
 from portable.cli.textgen import TextGenCompareOptions, compare_text_generation, task_option
@@ -62,7 +63,7 @@ COMPARE_MODES = ModeTable(
             TEXT_GENERATION: "compare --task text-generation"},
     homes={
         "model": _EVERY, "reference": _EVERY, "weights": _EVERY, "atol": _EVERY, "rtol": _EVERY, "seed": _EVERY,
-        "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY,
+        "fmt": _EVERY, "output": _EVERY, "quiet": _EVERY, "trust_remote_code": _EVERY,
         "task": _EVERY,  # it picks the mode (with --runtime: a usage error of its own)
         "device": _P | _G, "providers": _P | _G, "compile_mode": _P, "inputs": _P, "tf32": _P, "localize": _P,
         "latency_budgets": _P, "error_budgets": _P, "min_cosine": _P | _R, "min_sqnr": _P | _R,
@@ -145,6 +146,7 @@ def _write_markdown(report: Any, path: str) -> None:
 @click.option("--reference-cap", "reference_cap", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
               help="With --runtime: seconds the reference evaluator gets per batch before it is 'timed out'.")
 @click.option("--weights", default=None, type=click.Path(dir_okay=False), help="State dict for the reference.")
+@trust_option
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
               help="PyTorch device. Default: cuda when available, else cpu. text-generation: the pair runs there too "
                    "(cuda: ONNX Runtime's CUDA provider, and eager and compiled generate timed on the same GPU); "
@@ -286,7 +288,7 @@ def compare_against_pytorch(o: TorchCompareOptions, task: str = "model") -> NoRe
     check_outputs(("--report", o.report_path), ("-o/--output", o.output))
     reference = o.required_reference()
     options = o.compare_options(reference)
-    loaded = load_reference(reference, o.weights, model=o.model, task=task)
+    loaded = load_reference(reference, o.weights, model=o.model, task=task, trust_remote_code=o.trust_remote_code)
     with progress(o.quiet) as say:
         result = run_compare(o.model, loaded.module, options, example_inputs=loaded.example_inputs, progress=say)
     if o.report_path:

@@ -17,6 +17,7 @@ from portable.cli.options import (
     policy_from_options,
     quiet_option,
     tolerance_options,
+    trust_option,
 )
 from portable.cli.textgen import task_option
 from portable.errors import UsageError
@@ -36,9 +37,6 @@ shape_option = click.option("--shape", "shapes", multiple=True, metavar="NAME=VA
                             help="A model folder's static dim, by optimum's name (repeatable): sequence_length (text), "
                                  "height and width (images). Default: the folder's own configs (the tokenizer's "
                                  "model_max_length capped at 128, the image processor's size).")
-trust_option = click.option("--trust-remote-code", is_flag=True,
-                            help="Allow a model folder whose config.json maps its own Python code (auto_map): it runs "
-                                 "that code. Refused without it.")
 # export's result is more than findings (the file written, verify's parity): text or JSON only, so that
 # a SARIF or JUnit document never reads as clean when verify refused the export.
 export_format_option = format_option("How to print the result (JSON: one shape, written or refused).")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["EXPORT_SCHEMA_VERSION", "CompareCommon", "ModeTable", "check_outputs", "config_option", "config_options",
            "emit", "feed_options", "format_option", "ignore_option", "load_reference", "output_option", "parse_batches",
            "policy_from_options", "progress", "quiet_option", "select_option", "strict_option", "timing_config",
-           "tolerance_options"]
+           "tolerance_options", "trust_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound="CompareCommon")
@@ -146,6 +146,7 @@ class CompareCommon:
     fmt: str
     output: str | None
     quiet: bool
+    trust_remote_code: bool
 
     @classmethod
     def of(cls: type[C], params: Mapping[str, Any]) -> C:
@@ -201,12 +202,19 @@ def timing_config(no_latency: bool, warmup_ms: float, warmup_max_ms: float, iter
         raise UsageError(f"latency options: {exc}") from None
 
 
-def load_reference(spec: str, weights: str | None, *, model: str | None = None, task: str | None = None) -> LoadedSpec:
+trust_option = click.option("--trust-remote-code", is_flag=True,
+                            help="Allow a model folder whose config.json maps its own Python code (auto_map): it runs "
+                                 "that code. Refused without it.")
+
+
+def load_reference(spec: str, weights: str | None, *, model: str | None = None, task: str | None = None,
+                   trust_remote_code: bool = False) -> LoadedSpec:
     """``--reference SPEC``'s module (with ``--weights``' state dict) and example inputs; or a model folder's, for
-    ``task`` (default: the task the file ``model`` was exported for, else the folder's own)."""
+    ``task`` (default: the task the file ``model`` was exported for, else the folder's own); one that maps its
+    own code only with ``--trust-remote-code``."""
     from portable.spec import load_reference as load
 
-    return load(spec, weights, task=task, model=model)
+    return load(spec, weights, task=task, model=model, trust_remote_code=trust_remote_code)
 
 
 def check_outputs(*files: tuple[str, str | None]) -> None:

@@ -52,7 +52,8 @@ def compare_runtimes_command(o: RuntimesCompareOptions) -> NoReturn:
     _check(o)
     names = parse_runtimes(o.runtimes)
     feeds = feed_options(o.batch, o.dims, o.int_range, o.seed)
-    loaded = load_reference(o.reference, o.weights, model=o.model) if o.reference else None
+    loaded = (load_reference(o.reference, o.weights, model=o.model, trust_remote_code=o.trust_remote_code)
+              if o.reference else None)
     with progress(o.quiet) as say:
         result = compare_runtimes(o.model, names, module=loaded.module if loaded else None,
                                   example_inputs=loaded.example_inputs if loaded else None,

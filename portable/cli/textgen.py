@@ -174,7 +174,7 @@ def compare_text_generation(o: TextGenCompareOptions) -> None:
         raise UsageError("--prompt and --prompt-length exclude each other: the text's tokens are the prompt")
     _check_weight_only(o)
     cuda_graph = o.cuda_graph()  # --ep checked before the reference is loaded
-    loaded = load_reference(reference, o.weights)
+    loaded = load_reference(reference, o.weights, trust_remote_code=o.trust_remote_code)
     from portable.runners.textgen import text_for
 
     text = text_for(loaded, loaded.module, o.prompt, o.text, o.budgets())

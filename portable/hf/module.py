@@ -27,6 +27,16 @@ def _outputs(result: Any, names: Sequence[str]) -> dict[str, Any]:
     return {name: result[name] for name in names}
 
 
+def _dict_flag(model: Any) -> dict[str, bool]:
+    """``return_dict=True`` where the model's forward takes it (transformers' own models; a folder's own code
+    may not: its forward is called as it is, its result read by key)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters.values()
+    takes = any(p.name == "return_dict" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return {"return_dict": True} if takes else {}
+
+
 @functools.cache
 def _classes() -> tuple[type, type]:
     import torch
@@ -39,11 +49,12 @@ def _classes() -> tuple[type, type]:
             super().__init__()
             self.model, self.inputs, self.outputs, self.pipeline = model, tuple(inputs), tuple(outputs), pipeline
             self.dense = dense_layers(pipeline) if pipeline is not None else torch.nn.ModuleList()
+            self.flag = _dict_flag(model)
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                     token_type_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
             given = dict(zip(self.inputs, (input_ids, attention_mask, token_type_ids)))
-            result = self.model(**given, return_dict=True)
+            result = self.model(**given, **self.flag)
             if self.pipeline is None:
                 return _outputs(result, self.outputs)
             mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
@@ -54,10 +65,10 @@ def _classes() -> tuple[type, type]:
 
         def __init__(self, model: Any, outputs: Sequence[str]) -> None:
             super().__init__()
-            self.model, self.outputs = model, tuple(outputs)
+            self.model, self.outputs, self.flag = model, tuple(outputs), _dict_flag(model)
 
         def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
-            return _outputs(self.model(pixel_values=pixel_values, return_dict=True), self.outputs)
+            return _outputs(self.model(pixel_values=pixel_values, **self.flag), self.outputs)
 
     return TextTask, ImageTask
 

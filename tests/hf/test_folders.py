@@ -196,6 +196,27 @@ def test_without_transformers_a_folder_names_the_extra_to_install(cli, work, tmp
     assert "needs transformers, which is not installed here: pip install 'portable-onnx[hf]'" in _one_line(result)
 
 
+def test_a_folder_with_its_own_code_exports_and_compares_only_with_trust_remote_code(cli, tmp_path):
+    folder = hf_folders.write("remote-code", tmp_path / "remote")  # its forward takes no return_dict
+    out = tmp_path / "r.onnx"
+    result = cli("export", str(folder), "-o", str(out), "-q", "--shape", "sequence_length=8", "--task",
+                 "feature-extraction", "--trust-remote-code")
+    assert result.exit_code == 0, result.output
+    states = _run(out, {"input_ids": np.arange(16, dtype=np.int64).reshape(2, 8) % 64,
+                        "attention_mask": np.ones((2, 8), np.int64)})[0]
+    assert states.shape == (2, 8, 16) and np.std(states) > 0.1  # not a constant: the folder's own layers ran
+    compare = ["compare", str(out), "--reference", str(folder), "--no-latency", "--no-compile", "-q"]
+    refused = cli(*compare)
+    assert refused.exit_code == 2
+    assert "pass --trust-remote-code if you trust it" in _one_line(refused)
+    passed = cli(*compare, "--trust-remote-code", "--format", "json")
+    assert passed.exit_code == 0, passed.output
+    assert json.loads(passed.stdout)["passed"] is True
+    spec = cli("compare", str(out), "--reference", "torchvision.models:mobilenet_v2", "--trust-remote-code")
+    assert spec.exit_code == 2
+    assert "--trust-remote-code: for a model folder" in _one_line(spec)
+
+
 def test_precheck_takes_a_folder(cli, work):
     result = cli("precheck", str(work / "bert-classifier"), "--shape", f"sequence_length={LENGTH}", "--no-graph-breaks",
                  "--no-translate")
