@@ -5,15 +5,16 @@ the settings the file was made for). The tokenizer is saved with ``model_max_len
 sequence length; an image processor whose output size is not the file's is refitted to it before saving.
 
 :func:`recorded` finds them again for a file: in its manifest, or in the manifest of the file it was made from
-(``quantize``'s ``quantization.source``). :meth:`Recorded.encode` and :meth:`Recorded.pixels` turn raw text and
-images into the file's inputs, for ``quantize --calibration``, ``compare --text`` and the Python API
-(:func:`inputs_for`).
+(``quantize``'s ``quantization.source``; quantize also copies them beside its own file: :func:`copy_recorded`).
+:meth:`Recorded.encode` and :meth:`Recorded.pixels` turn raw text and images into the file's inputs, for
+``quantize --calibration``, ``compare --text`` and the Python API (:func:`inputs_for`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ import numpy as np
 
 from portable.errors import InputError, UsageError, one_line
 
-__all__ = ["SIDECAR_SUFFIX", "Recorded", "Sidecar", "inputs_for", "recorded", "recorded_source", "sidecar_path"]
+__all__ = ["SIDECAR_SUFFIX", "Recorded", "Sidecar", "copy_recorded", "inputs_for", "recorded", "recorded_source",
+           "sidecar_path"]
 
 SIDECAR_SUFFIX = ".hf"
 _CHAIN = 4  # manifests followed back through quantize's sources
@@ -222,6 +224,15 @@ def recorded(model: str | Path) -> Recorded | None:
                                  path=str(path.with_name(path.name + ".json")))
             return Recorded(folder, dict(record), path.with_name(path.name + ".json"))
     return None
+
+
+def copy_recorded(found: Recorded, files: Path, name: str) -> dict[str, Any]:
+    """``found``'s files copied into ``files`` (a quantized file's own ``NAME.hf/``, named ``name``), so that the
+    file travels with its tokenizer or image processor as an exported one does; the record, for its manifest."""
+    for path in sorted(found.folder.iterdir()):
+        if path.is_file():
+            shutil.copy2(path, files / path.name)
+    return {**found.record, "folder": name, "files": {p.name: _sha256(p) for p in sorted(files.iterdir()) if p.is_file()}}
 
 
 def inputs_for(model: str | Path, text: Sequence[str] | None = None, images: Sequence[Any] | None = None,

@@ -48,7 +48,8 @@ from portable.quantization.steps import ShapeInference, shape_inference
 from portable.quiet import quiet_libraries
 
 if TYPE_CHECKING:
-    from portable.exporters.artefact import Staged
+    from portable.exporters.artefact import Staged, StagedFolder
+    from portable.hf.assets import Recorded
 
 __all__ = ["ENTROPY_NOTE", "PER_NODE_SAMPLES", "PRECISION", "RANDOM_CALIBRATION_NOTE", "run"]
 
@@ -69,6 +70,7 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     from portable.exporters.writer import check_target
 
     check_target(plan.output, force)
+    travelling = _travelling(plan, force)
     start = time.perf_counter()  # what can be refused is, before any progress line: an error is one line
     proto, specs = _portable_source(plan)
     calibration, held_out = _samples(plan, proto, specs)
@@ -87,6 +89,7 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
     with terminate_as_interrupt(), contextlib.ExitStack() as stages:
         with phases.phase("validate"):
             staged = _stage(stages, quantized.proto, plan, _batch_stamp(proto), force)
+            folders = _stage_preprocessing(stages, travelling, plan, force)
         result = replace(_result(plan, calibration, held_out, staged, quantized.proto), passes=quantized.passes,
                          search=searched)
         result = replace(result, notes=result.notes + ((shapes.note,) if shapes.note else ()))
@@ -94,7 +97,7 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
                 quiet_libraries():
             result = _measure(plan, result, (float_model, reference_model), int8_model, (held_out, reference), phases)
         _judge(replace(result, timings=dict(phases.timings)))
-        return _write(staged, plan, result, phases)
+        return _write(staged, folders, plan, result, phases)
 
 
 def _searched(plan: Plan, calibration: Samples, held_out: Samples, reference: Reference,
@@ -361,12 +364,47 @@ def _budget_message(result: QuantizeResult) -> str:
     return message
 
 
-def _write(staged: Staged, plan: Plan, result: QuantizeResult, phases: Phases) -> QuantizeResult:
+def _travelling(plan: Plan, force: bool) -> Recorded | None:
+    """The tokenizer or image processor the source records (its export's ``NAME.hf/``): it travels with the
+    quantized file, in a ``NAME.hf/`` of its own, checked writable before any long work. None where the source
+    records none, or its folder is gone (the file is then written without one, as before)."""
+    from portable.exporters.writer import check_target
+    from portable.hf.assets import recorded, sidecar_path
+
+    try:
+        found = recorded(plan.source)
+    except InputError:
+        return None
+    if found is not None:
+        check_target(sidecar_path(plan.output), force, folder=True)
+    return found
+
+
+def _stage_preprocessing(stages: contextlib.ExitStack, found: Recorded | None, plan: Plan,
+                         force: bool) -> list[StagedFolder]:
+    from portable.exporters.artefact import stage_folder
+    from portable.hf.assets import copy_recorded, sidecar_path
+
+    if found is None:
+        return []
+    target = sidecar_path(plan.output)
+    return [stages.enter_context(stage_folder(target, lambda files: copy_recorded(found, files, target.name),
+                                              force=force))]
+
+
+def _write(staged: Staged, folders: list[StagedFolder], plan: Plan, result: QuantizeResult,
+           phases: Phases) -> QuantizeResult:
     from portable.exporters.artefact import commit
 
     with phases.phase("write"):
-        written = commit([staged])
-        written.write_manifest(_manifest(plan, replace(result, timings=dict(phases.timings)), staged))
+        written = commit([staged], folders)
+        manifest = _manifest(plan, replace(result, timings=dict(phases.timings)), staged)
+        if folders:  # the folder, task and dims its source's export recorded, with the files that travel
+            from portable.hf.assets import recorded_source
+
+            manifest["source"] = recorded_source(plan.source) or None
+            manifest["preprocessing"] = folders[0].record
+        written.write_manifest(manifest)
     return replace(result, written=True, timings=dict(phases.timings))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -88,6 +89,21 @@ def test_a_text_classification_folder_exports_quantizes_from_text_and_compares(c
     assert report["calibration"]["preprocess"]["preprocess"] == "tokenizer"
     assert report["calibration"]["preprocess"]["max_length"] == LENGTH
     assert "bert-classifier.hf (recorded in bert-classifier.onnx.json)" in report["calibration"]["source"]
+    # the int8 file travels with a copy of the tokenizer, and its manifest says where it came from: moved away
+    # from the float file, it still compares on raw text
+    int8_manifest = json.loads((work / "bert-classifier.int8.onnx.json").read_text())
+    assert int8_manifest["preprocessing"]["folder"] == "bert-classifier.int8.hf"
+    assert int8_manifest["preprocessing"]["files"] == manifest["preprocessing"]["files"]
+    assert int8_manifest["source"]["task"] == "text-classification"
+    moved = work / "shipped"
+    moved.mkdir()
+    for name in ("bert-classifier.int8.onnx", "bert-classifier.int8.onnx.json", "bert-classifier.int8.hf"):
+        shutil.copytree(work / name, moved / name) if name.endswith(".hf") else shutil.copy2(work / name, moved / name)
+    (work / "one.txt").write_text("A sentence to compare the shipped file on.\n")
+    shipped = cli("compare", str(moved / "bert-classifier.int8.onnx"), "--reference", str(work / "bert-classifier"),
+                  "--text", str(work / "one.txt"), "--no-latency", "--no-compile", "-q", "--format", "json")
+    assert shipped.exit_code == 0, shipped.output
+    assert json.loads(shipped.output)["setup"]["inputs"] == "given"
 
     compared = cli("compare", str(out), "--reference", str(work / "bert-classifier"), "--no-latency", "--no-compile",
                    "-q", "--format", "json")
