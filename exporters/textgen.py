@@ -29,7 +29,7 @@ from portable.exporters.textgen_step import (
     make_step,
     step_inputs,
 )
-from portable.exporters.textgen_write import PairTargets, staging, write_pair
+from portable.exporters.textgen_write import MANIFEST_SUFFIX, PairTargets, staging, write_pair
 from portable.policy import Policy, load_policy
 from portable.progress import Phases
 from portable.report import ValidationReport
@@ -98,21 +98,24 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
                            policy: Policy | None = None, verify: bool = True, tokens: int = 32, force: bool = False,
                            quiet: bool = True, phases: Phases | None = None, spec: str | None = None,
                            root: str | Path | None = None, tolerances: ToleranceTable | None = None,
-                           text: Any = None) -> TextGenResult:
+                           text: Any = None, tokenizer: Any = None) -> TextGenResult:
     """Export ``model`` (a transformers causal LM) as ``NAME.prefill.onnx`` + ``NAME.decode.onnx`` +
     ``NAME.textgen.json`` from ``output`` (``NAME`` or ``NAME.onnx``); raise :class:`ExportFailed`
     (nothing written) on error findings, a refused cache (PORT107) or a failed proof. ``text``: the proof's
-    real prompt (``portable.runners.textgen.Text``), else a seeded one."""
+    real prompt (``portable.runners.textgen.Text``), else a seeded one. ``tokenizer`` (a model folder's): saved
+    beside the pair, ``NAME.hf/``, and recorded in the manifest's ``preprocessing``."""
     from portable.exporters.inputs import parse_batch
 
     plan = _Plan(PairTargets.of(output), context, prefill, parse_batch(batch), precision,
                  (policy or load_policy()), tokens)
     _check(plan, force, verify, text)
+    beside = _tokenizer_target(plan.targets, force) if tokenizer is not None else None
     phases = phases or Phases(quiet)
     _check_weights(model, plan)
     step = _step(model, plan)
     with staging(plan.targets) as folder, eval_mode(model):
         graphs = _export_graphs(step, plan, folder, phases, spec, root)
+        saved = [(_save_tokenizer(tokenizer, folder / "tokenizer", plan.context, beside), beside)] if beside else []
         with phases.phase("pair"):
             reports = _validate_pair(graphs, plan)
         proof = None
@@ -120,13 +123,40 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
             with phases.phase("generate"):
                 proof = _prove(graphs, model, plan, reports, tolerances, text)
         manifest = _manifest(plan, graphs, reports, proof, phases, spec, cache_shape(step))
+        if saved:
+            manifest["preprocessing"] = saved[0][0][1]
         with phases.phase("write"):
-            write_pair([(graphs["prefill"].path, plan.targets.prefill), (graphs["decode"].path, plan.targets.decode)],
-                       plan.targets.manifest, manifest, force)
+            write_pair([(graphs["prefill"].path, plan.targets.prefill), (graphs["decode"].path, plan.targets.decode),
+                        *((staged, target) for (staged, _), target in saved)], plan.targets.manifest, manifest, force)
     done = {role: replace(result, path=getattr(plan.targets, role), report=replace(report, path=str(getattr(plan.targets, role))))
             for (role, result), report in zip(graphs.items(), reports)}
     return TextGenResult(done["prefill"], done["decode"], plan.targets.manifest,
                          str(reports[0].model["weights_fingerprint"]), proof, manifest)
+
+
+def _tokenizer_target(targets: PairTargets, force: bool) -> Path:
+    """``NAME.hf/`` beside the pair (as a single-graph export writes ``NAME.hf/``), checked before any work."""
+    from portable.exporters.writer import check_target
+    from portable.hf.assets import SIDECAR_SUFFIX
+
+    target = targets.manifest.with_name(targets.manifest.name.removesuffix(MANIFEST_SUFFIX) + SIDECAR_SUFFIX)
+    check_target(target, force, folder=True)
+    return target
+
+
+def _save_tokenizer(tokenizer: Any, staged: Path, context: int, target: Path) -> tuple[Path, dict[str, Any]]:
+    """transformers' own ``save_pretrained`` into ``staged`` (moved onto ``target`` with the pair), its
+    ``model_max_length`` the pair's context; the manifest's record: the folder, the class, each file's sha256."""
+    import hashlib
+
+    from portable.quiet import quiet_libraries
+
+    tokenizer.model_max_length = context
+    with quiet_libraries():
+        tokenizer.save_pretrained(str(staged))
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(staged.iterdir()) if p.is_file()}
+    return staged, {"folder": target.name, "tokenizer": {"class": type(tokenizer).__name__, "max_length": context},
+                    "files": files}
 
 
 _BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -282,7 +312,10 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
     from portable.hf.folder import is_folder_reference
     from portable.spec import LoadedSpec, load_spec, load_weights
 
-    PairTargets.of(output).check(bool(options.get("force")))  # the folder and the targets, before the model loads
+    targets = PairTargets.of(output)
+    targets.check(bool(options.get("force")))  # the folder and the targets, before the model loads
+    if is_folder_reference(spec):  # its tokenizer's folder too
+        _tokenizer_target(targets, bool(options.get("force")))
     phases = phases or Phases(True)
     with phases.phase("load"):
         if is_folder_reference(spec):
@@ -290,6 +323,7 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
 
             found = load_folder(spec, "text-generation", trust_remote_code=trust_remote_code, weights=weights)
             loaded = LoadedSpec(spec, found.module, None, found.plan.folder.path)
+            options.setdefault("tokenizer", found.tokenizer)
         else:
             loaded = load_spec(spec)
         if weights is not None:

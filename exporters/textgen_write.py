@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -66,8 +67,8 @@ def write_pair(staged: Sequence[tuple[Path, Path]], manifest: Path, content: dic
     Each graph has been through the artefact step already (:func:`portable.exporters.api.export` into the
     staging folder: size check, validation, fingerprint, atomic write); what is left is moving two finished
     files together, with the old pair kept aside until the new one is whole."""
-    for _, target in staged:
-        check_target(target, force)
+    for source, target in staged:
+        check_target(target, force, folder=source.is_dir())
     check_target(manifest, force)
     existing = [(t, t.with_name(f".{t.name}.{os.getpid()}.old")) for t in (*(t for _, t in staged), manifest) if t.exists()]
     backed: list[tuple[Path, Path]] = []
@@ -83,9 +84,17 @@ def write_pair(staged: Sequence[tuple[Path, Path]], manifest: Path, content: dic
             write_json(manifest, content)
         except BaseException:
             for target in moved:
-                target.unlink(missing_ok=True)
+                _remove(target)
             for target, backup in backed:
                 os.replace(backup, target)
             raise
         for _, backup in backed:
-            backup.unlink(missing_ok=True)
+            _remove(backup)
+
+
+def _remove(path: Path) -> None:
+    """A file, or a folder written whole (the tokenizer beside the pair)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

@@ -174,7 +174,7 @@ def export(spec: str, inputs: tuple[str, ...], shapes: tuple[str, ...], trust_re
     tokenizer or image processor is written beside the file (-o NAME.onnx: NAME.hf/). Verify's tolerances are
     compare's defaults for the output's dtype; --atol/--rtol replace them (as in ``portable compare``). With
     --task text-generation, MODEL gives a causal LM and -o NAME writes NAME.prefill.onnx, NAME.decode.onnx and
-    NAME.textgen.json (batch 1 unless --batch)."""
+    NAME.textgen.json (batch 1 unless --batch), and a folder's tokenizer in NAME.hf/."""
     with _json_on_failure(fmt, output):
         from portable.exporters.inputs import parse_input
         from portable.runners.tolerances import parse_overrides

@@ -82,8 +82,10 @@ def export_text_generation(spec: str, output: str, *, inputs: tuple[str, ...], b
         click.echo(json.dumps({**_head(0, None), **result.to_dict()}, indent=2))
     elif not quiet:
         proof = result.proof.message() if result.proof else "not run (--no-verify)"
+        beside = (result.manifest.get("preprocessing") or {}).get("folder")
         click.echo(f"wrote {result.prefill.path} and {result.decode.path} (weights {result.weights_fingerprint[:19]}…), "
-                   f"manifest {result.manifest_path}; proof: {proof}")
+                   f"manifest {result.manifest_path}{f', its tokenizer beside them: {beside}/' if beside else ''}; "
+                   f"proof: {proof}")
 
 
 def _head(exit_code: int, message: str | None) -> dict[str, Any]:

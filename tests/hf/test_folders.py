@@ -233,6 +233,29 @@ def test_a_folder_with_its_own_code_exports_and_compares_only_with_trust_remote_
     assert "--trust-remote-code: for a model folder" in _one_line(spec)
 
 
+def test_a_causal_lm_folder_exports_its_pair_with_its_tokenizer_beside_or_nothing(cli, tmp_path):
+    folder = hf_folders.write("llama", tmp_path / "llama")  # a byte-level tokenizer of its 256 ids
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["export", str(folder), "-o", str(out / "lm"), "--task", "text-generation", "--context", "32", "--prefill",
+            "8", "--tokens", "4", "--prompt", "Hello there"]
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    assert "its tokenizer beside them: lm.hf/" in result.stdout
+    record = json.loads((out / "lm.textgen.json").read_text())["preprocessing"]
+    assert record["folder"] == "lm.hf" and record["tokenizer"]["max_length"] == 32
+    assert record["files"] == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "lm.hf").iterdir())}
+    from transformers import AutoTokenizer
+
+    shipped, own = AutoTokenizer.from_pretrained(str(out / "lm.hf")), AutoTokenizer.from_pretrained(str(folder))
+    assert shipped("Hello there")["input_ids"] == own("Hello there")["input_ids"]
+    for name in ("lm.prefill.onnx", "lm.decode.onnx", "lm.textgen.json"):
+        (out / name).unlink()
+    again = cli(*args)  # the tokenizer folder is a target too: refused without --force, before the export
+    assert again.exit_code == 2 and "lm.hf: folder exists; pass --force to overwrite" in _one_line(again)
+    assert sorted(p.name for p in out.iterdir()) == ["lm.hf"]
+
+
 def test_precheck_takes_a_folder(cli, work):
     result = cli("precheck", str(work / "bert-classifier"), "--shape", f"sequence_length={LENGTH}", "--no-graph-breaks",
                  "--no-translate")
