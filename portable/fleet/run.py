@@ -19,7 +19,7 @@ from typing import Any
 from portable._version import __version__
 from portable.errors import ExitCode
 from portable.fleet.engine import Engine, Finished
-from portable.fleet.plan import Fleet, ModelEntry
+from portable.fleet.plan import Fleet, ModelEntry, Settings
 from portable.fleet.records import DONE, StepContext, StepRecord
 from portable.fleet.steps import EXPORT, STEPS, resources
 from portable.fleet.store import Store, key_of, source_digest
@@ -62,17 +62,18 @@ class _Driver:
         if EXPORT not in entry.settings.steps:
             self.dependents(entry, key, None if not entry.is_onnx else entry.model)
             return
-        kept = self.kept(entry.name, EXPORT, key)
+        kept = self.kept(entry.name, EXPORT, key, entry.settings)
         if kept is None:
             self.submit(entry, EXPORT, key, None)
             return
         artefact = self.store.artefact_path(entry.name)
         self.dependents(entry, key, str(artefact) if kept.passed and artefact.exists() else None, kept)
 
-    def kept(self, model: str, step: str, key: str) -> StepRecord | None:
-        """The stored record, where it was made with ``key`` and is final (not forced)."""
+    def kept(self, model: str, step: str, key: str, settings: Settings) -> StepRecord | None:
+        """The stored record, where it was made with ``key`` and is final (not forced), and did not stop at a
+        limit that ``settings`` now raise (a step that hit its time or memory limit runs again with more)."""
         record = None if self.force else self.store.get(model, step)
-        if record is None or record.key != key or record.status not in DONE:
+        if record is None or record.key != key or record.status not in DONE or _limit_raised(record, settings):
             return None
         self.note(record, kept=True)
         return record
@@ -83,7 +84,7 @@ class _Driver:
             if name == EXPORT:
                 continue
             key = key_of(name, export_key, digest, _settings_key(entry, name), __version__)
-            if self.kept(entry.name, name, key) is not None:
+            if self.kept(entry.name, name, key, entry.settings) is not None:
                 continue
             if artefact is None and STEPS[name].needs_file:
                 self.skip(entry, name, key, export)
@@ -111,7 +112,9 @@ class _Driver:
         digest = self.stored_file(done) if task.step == EXPORT and outcome.status == "pass" else None
         status = "error" if task.step == EXPORT and outcome.status == "pass" and digest is None else outcome.status
         reason = "the export passed but wrote no file" if status != outcome.status else outcome.reason
-        record = StepRecord(task.model, task.step, status, reason, task.key, done.seconds, dict(outcome.data), digest,
+        data = dict(outcome.data) | ({"limits": {"timeout_s": task.timeout_s, "memory_gb": task.memory_gb}}
+                                     if status in LIMITED else {})
+        record = StepRecord(task.model, task.step, status, reason, task.key, done.seconds, data, digest,
                             done.attempts, self.engine.name, _now())
         self.write(record)
         shutil.rmtree(task.context.scratch, ignore_errors=True)
@@ -133,6 +136,20 @@ class _Driver:
         self.records[(record.model, record.step)] = record
         self.kept_count += kept
         self.on_record(record, kept)
+
+
+# A step stopped by one of its limits (status -> the setting): the limits are not in its key (raising them
+# changes no result that was reached), so a stored record says which limit it hit, and a run that raises it
+# runs the step again.
+LIMITED = {"timeout": "timeout_s", "memory": "memory_gb"}
+
+
+def _limit_raised(record: StepRecord, settings: Settings) -> bool:
+    name = LIMITED.get(record.status)
+    if name is None:
+        return False
+    hit = (record.data.get("limits") or {}).get(name)
+    return hit is not None and float(getattr(settings, name)) > float(hit)
 
 
 def _export_key(entry: ModelEntry) -> str:

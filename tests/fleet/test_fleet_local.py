@@ -68,6 +68,14 @@ def test_a_rerun_does_nothing_and_a_changed_setting_reruns_only_what_depends_on_
     ran_now = {(model, step) for model, step, kept in heard if not kept}  # (a skipped step is written again, not run)
     assert ran_now == {("cnn", "validate"), ("cnn", "live"), ("opset13", "validate"), ("squeezenet", "validate"),
                        ("killer", "export")}
+    heard.clear()
+    raised = fleet_file.parent / "raised.toml"  # the hang's time limit raised: its timed-out export runs again
+    assert fleet_file.read_text().count("timeout-s = 4\n") == 1
+    raised.write_text(fleet_file.read_text().replace("timeout-s = 4\n", "timeout-s = 5\n"))
+    run_fleet_file(raised, results, on_record=lambda record, kept: heard.append((record.model, record.step, kept)))
+    assert ("hang", "export", False) in heard and ("cnn", "export", True) in heard
+    hang = Store(results).get("hang", "export")
+    assert hang is not None and hang.status == "timeout" and hang.data["limits"]["timeout_s"] == 5
 
 
 HOLDER = '''
