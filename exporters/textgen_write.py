@@ -1,4 +1,5 @@
-"""The text-generation export's artefact: two graphs and one manifest, all written or none.
+"""The text-generation export's artefact: two graphs and one manifest (and, from a model folder, its tokenizer's
+folder ``NAME.hf/``), all written or none.
 
 Each graph is exported into a staging folder beside the targets (``.NAME.textgen-XXXX``, the same
 file system, so a rename is atomic); only when both graphs and the pair passed every check does
@@ -65,8 +66,9 @@ def staging(targets: PairTargets) -> Iterator[Path]:
 def write_pair(staged: Sequence[tuple[Path, Path]], manifest: Path, content: dict[str, Any], force: bool) -> None:
     """Move each staged graph onto its target and write the manifest, all or nothing (module docstring).
     Each graph has been through the artefact step already (:func:`portable.exporters.api.export` into the
-    staging folder: size check, validation, fingerprint, atomic write); what is left is moving two finished
-    files together, with the old pair kept aside until the new one is whole."""
+    staging folder: size check, validation, fingerprint, atomic write); what is left is moving the finished
+    files (and a folder written whole: the tokenizer) together, with the old pair kept aside until the new one
+    is whole."""
     for source, target in staged:
         check_target(target, force, folder=source.is_dir())
     check_target(manifest, force)
