@@ -115,7 +115,8 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
     step = _step(model, plan)
     with staging(plan.targets) as folder, eval_mode(model):
         graphs = _export_graphs(step, plan, folder, phases, spec, root)
-        saved = [(_save_tokenizer(tokenizer, folder / "tokenizer", plan.context, beside), beside)] if beside else []
+        staged_tokenizer = folder / "tokenizer"
+        saved = _save_tokenizer(tokenizer, staged_tokenizer, plan.context, beside) if beside else None
         with phases.phase("pair"):
             reports = _validate_pair(graphs, plan)
         proof = None
@@ -123,11 +124,11 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
             with phases.phase("generate"):
                 proof = _prove(graphs, model, plan, reports, tolerances, text)
         manifest = _manifest(plan, graphs, reports, proof, phases, spec, cache_shape(step))
-        if saved:
-            manifest["preprocessing"] = saved[0][0][1]
+        if saved is not None:
+            manifest["preprocessing"] = saved
         with phases.phase("write"):
             write_pair([(graphs["prefill"].path, plan.targets.prefill), (graphs["decode"].path, plan.targets.decode),
-                        *((staged, target) for (staged, _), target in saved)], plan.targets.manifest, manifest, force)
+                        *([(staged_tokenizer, beside)] if beside else [])], plan.targets.manifest, manifest, force)
     done = {role: replace(result, path=getattr(plan.targets, role), report=replace(report, path=str(getattr(plan.targets, role))))
             for (role, result), report in zip(graphs.items(), reports)}
     return TextGenResult(done["prefill"], done["decode"], plan.targets.manifest,
@@ -144,19 +145,17 @@ def _tokenizer_target(targets: PairTargets, force: bool) -> Path:
     return target
 
 
-def _save_tokenizer(tokenizer: Any, staged: Path, context: int, target: Path) -> tuple[Path, dict[str, Any]]:
+def _save_tokenizer(tokenizer: Any, staged: Path, context: int, target: Path) -> dict[str, Any]:
     """transformers' own ``save_pretrained`` into ``staged`` (moved onto ``target`` with the pair), its
     ``model_max_length`` the pair's context; the manifest's record: the folder, the class, each file's sha256."""
-    import hashlib
-
+    from portable.hf.assets import files_record
     from portable.quiet import quiet_libraries
 
     tokenizer.model_max_length = context
     with quiet_libraries():
         tokenizer.save_pretrained(str(staged))
-    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(staged.iterdir()) if p.is_file()}
-    return staged, {"folder": target.name, "tokenizer": {"class": type(tokenizer).__name__, "max_length": context},
-                    "files": files}
+    return {"folder": target.name, "tokenizer": {"class": type(tokenizer).__name__, "max_length": context},
+            "files": files_record(staged)}
 
 
 _BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}

@@ -24,8 +24,8 @@ import numpy as np
 
 from portable.errors import InputError, UsageError, one_line
 
-__all__ = ["SIDECAR_SUFFIX", "Recorded", "Sidecar", "copy_recorded", "inputs_for", "recorded", "recorded_source",
-           "sidecar_path"]
+__all__ = ["SIDECAR_SUFFIX", "Recorded", "Sidecar", "copy_recorded", "files_record", "inputs_for", "recorded",
+           "recorded_source", "sidecar_path"]
 
 SIDECAR_SUFFIX = ".hf"
 _CHAIN = 4  # manifests followed back through quantize's sources
@@ -38,6 +38,11 @@ def sidecar_path(model: Path) -> Path:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def files_record(folder: Path) -> dict[str, str]:
+    """Each file of ``folder`` (a ``NAME.hf/``) and its sha256, for the manifest's ``preprocessing.files``."""
+    return {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 def _fit_processor(processor: Any, height: int, width: int) -> None:
@@ -101,7 +106,7 @@ class Sidecar:
             if self.processor is not None:
                 self.processor.save_pretrained(str(folder))
                 record["image_processor"] = _processor_record(self.processor)
-        record["files"] = {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file()}
+        record["files"] = files_record(folder)
         return record
 
 
@@ -232,7 +237,7 @@ def copy_recorded(found: Recorded, files: Path, name: str) -> dict[str, Any]:
     for path in sorted(found.folder.iterdir()):
         if path.is_file():
             shutil.copy2(path, files / path.name)
-    return {**found.record, "folder": name, "files": {p.name: _sha256(p) for p in sorted(files.iterdir()) if p.is_file()}}
+    return {**found.record, "folder": name, "files": files_record(files)}
 
 
 def inputs_for(model: str | Path, text: Sequence[str] | None = None, images: Sequence[Any] | None = None,

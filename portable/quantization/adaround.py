@@ -401,7 +401,8 @@ def _left_to_ort(bias: np.ndarray | None, grid: Grid, pool: _Pool) -> np.ndarray
 def _one(layer: _Layer, tables: dict[str, onnx.TensorProto], settings: Settings, pool: _Pool,
          iterations: int, tally: _Tally) -> None:
     """Learn one layer's rounding and write it into its weight (left as it was when the read-back differs); its
-    bias is bias correction's (:mod:`portable.quantization.correction`, over every calibration sample)."""
+    bias stays the float model's: the learning fitted the layer's output after its activation, mean included, and
+    bias correction skips the layer (shifting the mean on top cost Lite0 3.8 dB, docs/quantize.md)."""
     table = tables[layer.weight]
     bias = numpy_helper.to_array(tables[layer.bias]) if layer.bias else None
     weight = numpy_helper.to_array(table)
