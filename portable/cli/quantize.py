@@ -107,6 +107,9 @@ def _int_ranges(values: tuple[str, ...]) -> dict[str, tuple[int, int]]:
               help="SmoothQuant: move LayerNorm outputs' outlier channels into the MatMul weights that read them.")
 @click.option("--float-islands/--no-float-islands", "float_islands", default=True, show_default=True,
               help="Leave float the tensors 8 bits per tensor cannot hold: masking sentinels, outlier channels.")
+@click.option("--logits-headroom/--no-logits-headroom", "logits_headroom", default=True, show_default=True,
+              help="Give a logits output's range twice the calibration's largest logit, so held-out inputs surer "
+                   "than every calibration input do not saturate and tie (ranges auto or mse).")
 @click.option("--scope", type=click.Choice(["auto", "all", "linear"]), default=None,
               help="What is quantized: all ops, or linear (MatMul/Gemm/Conv inputs and weights, the rest float). "
                    "Default auto: linear for a transformer on a target that takes float between layers.")
@@ -186,6 +189,7 @@ class QuantizeOptions:
     equalization: bool | None
     smoothing: bool
     float_islands: bool
+    logits_headroom: bool
     scope: str | None
     no_latency: bool
     duration_ms: float
@@ -215,7 +219,7 @@ class QuantizeOptions:
                 "min_cosine": _once("--min-cosine", self.min_cosine), "judge": _judged(self.judge),
                 "search_limit": self.search_limit, "bias_correction": self.bias_correction,
                 "adaround": self.adaround, "equalization": self.equalization, "smoothing": self.smoothing,
-                "float_islands": self.float_islands, "scope": self.scope,
+                "float_islands": self.float_islands, "logits_headroom": self.logits_headroom, "scope": self.scope,
                 "latency": not self.no_latency, "timing": _timing(self.duration_ms, self.warmup_max_ms),
                 "per_node": not self.no_per_node, "policy": load_policy(self.config), "force": self.force,
                 "quiet": self.quiet or self.fmt != "text"}
@@ -344,6 +348,9 @@ def _learned(passes: dict[str, Any]) -> list[str]:
     if ranges:
         lines.append(f"  activation ranges: {ranges['method']}" + (f", {ranges['clipped']} of {ranges['tensors']} "
                                                                    "tensor(s) clipped" if "clipped" in ranges else ""))
+    headroom = (ranges or {}).get("logits_headroom", {})
+    lines += [f"  logits headroom: {name} range {low:.4g} to {high:.4g} (the calibrated top x{headroom['factor']:g})"
+              for name, (low, high) in headroom.get("outputs", {}).items()]
     return lines
 
 

@@ -68,7 +68,8 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
              quiet: bool = True, bias_correction: bool = True, smoothing: bool = True,
              float_islands: bool = True, scope: str | None = None, adaround: bool | None = None,
              equalization: bool | None = None, search_limit: int = DEFAULT_SEARCH_LIMIT,
-             preprocess: str | None = None, judge: Mapping[str, str] | None = None) -> QuantizeResult:
+             preprocess: str | None = None, judge: Mapping[str, str] | None = None,
+             logits_headroom: bool = True) -> QuantizeResult:
     """Quantize the portable model at ``model`` to 8-bit QDQ with ONNX Runtime, write it to ``output``.
 
     Calibration: the user's ``calibration`` .npz (keys: input names, samples on a leading axis;
@@ -89,7 +90,9 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
     (masking sentinels, outlier channels), ``equalization`` runs :mod:`portable.quantization.equalize` (None: kept
     where it measures better on the calibration data), ``adaround`` :mod:`portable.quantization.adaround` (None: off,
     ``Settings.adaround_for`` says why) and ``bias_correction`` :mod:`portable.quantization.correction`;
-    ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
+    ``logits_headroom`` keeps the outputs judged as logits from saturating at the calibration's largest logit
+    (:data:`portable.quantization.ranges.LOGITS_HEADROOM`; with the ranges portable computes, ``method`` "auto" or
+    "mse"). ``scope`` ("auto", "all", "linear": :data:`portable.quantization.settings.SCOPES`) says what is quantized.
     ``judge`` (output name -> "logits", "embedding" or "tensor") overrides what judges an output
     (:mod:`portable.quantization.judging` decides it otherwise, and the report says why).
 
@@ -104,7 +107,7 @@ def quantize(model: str | Path, output: str | Path, *, calibration: str | Path |
                 resolve_settings(target, activations=activations, weights=weights, per_channel=per_channel,
                                  method=method, exclude=exclude, bias_correction=bias_correction,
                                  smoothing=smoothing, float_islands=float_islands, scope=scope,
-                                 adaround=adaround, equalization=equalization),
+                                 adaround=adaround, equalization=equalization, logits_headroom=logits_headroom),
                 _budgets(min_sqnr, max_top1_drop, min_cosine), policy or load_policy(),
                 Path(calibration) if calibration is not None else None,
                 Path(eval_data) if eval_data is not None else None, _positive("samples", samples),

@@ -152,7 +152,8 @@ def _ranges(path: Path, settings: Settings, op_types: list[str], calibration: Sa
         found = histograms(path, op_types, calibration)
     except ValueError as exc:  # numpy's histogram of a tensor spanning float32's range (an additive mask's -3.4e38)
         return None, {"method": "minmax", "asked": method, "by": f"onnxruntime's calibrator ({one_line(exc)})"}
-    choice = method_ranges(method, found, *activation_grid(settings))
+    choice = method_ranges(method, found, *activation_grid(settings),
+                           logits=settings.logits if settings.logits_headroom else ())
     return save_ranges(choice, folder / f"{path.stem}-{method}-ranges.json"), choice.to_dict()
 
 

@@ -18,6 +18,15 @@ The error of a candidate is scored at the histogram's bin centres with the scale
 ``compute_scale_zp`` would give (its formula, vectorised over the candidates: calling it per candidate
 costs seconds per tensor). The whole range is among the candidates, so a tensor without outliers keeps its
 MinMax range.
+
+A classifier's logits are the exception (``logits``: the outputs the run judges as logits): their range is the
+whole calibrated one with its top doubled (``LOGITS_HEADROOM``), never clipped. Why: top-1 reads the largest
+logit, and the inputs the model is surest of make the largest logits, so a held-out input surer than every
+calibration input saturates at the range's top, where its two best classes tie and the argmax takes the
+lower index. EfficientNet-Lite1 on split 1's photos: the calibration crops' largest logit is 8.98, a held-out
+crop's best two classes read 10.09 and 9.55 in float and both 8.92 in int8: the one confident crop of 37 the
+int8 model got wrong, at every number of nodes the precision search kept float. With the top doubled it agrees on
+all 37 and the logits' SQNR moves from 18.76 to 18.66 dB (the output's own step is a small part of its error).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ HISTOGRAM_BINS = 8192  # per tensor over [-max|x|, max|x|]: about 16 bins per 8-
 CHUNK = 16  # calibration samples per collect_data call: the calibrator holds every output of a call
 GRID_1D = 160  # candidate ends of a one-signed tensor (fractions of its largest value)
 GRID_2D = 40  # candidate ends per side of a two-signed tensor
+LOGITS_HEADROOM = 2.0  # a logits output's range: the calibrated one, its top (when positive) times this
 
 
 @dataclass(frozen=True)
@@ -68,9 +78,12 @@ class RangeChoice:
     method: str
     ranges: dict[str, tuple[float, float]]
     clipped: int
+    headroom: tuple[str, ...] = ()  # the logits outputs whose range is the calibrated one with headroom
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "tensors": len(self.ranges), "clipped": self.clipped}
+        widened = {name: [round(v, 6) for v in self.ranges[name]] for name in self.headroom}
+        return {"method": self.method, "tensors": len(self.ranges), "clipped": self.clipped,
+                "logits_headroom": {"factor": LOGITS_HEADROOM, "outputs": widened}}
 
 
 def activation_grid(settings: Settings) -> tuple[int, int, bool]:
@@ -158,19 +171,21 @@ def mse_range(hist: TensorHistogram, qmin: int, qmax: int, symmetric: bool) -> t
     return float(lows[best]), float(highs[best])
 
 
+def _range(method: str, hist: TensorHistogram, qmin: int, qmax: int, symmetric: bool) -> tuple[float, float]:
+    if method == "mse":
+        return mse_range(hist, qmin, qmax, symmetric)
+    return hist.percentile if method == "percentile" else (hist.low, hist.high)
+
+
 def method_ranges(method: str, found: dict[str, TensorHistogram], qmin: int, qmax: int,
-                  symmetric: bool) -> RangeChoice:
-    """Every tensor's range under ``method`` ("minmax", "percentile" or "mse")."""
-    ranges: dict[str, tuple[float, float]] = {}
-    for name, hist in found.items():
-        if method == "mse":
-            ranges[name] = mse_range(hist, qmin, qmax, symmetric)
-        elif method == "percentile":
-            ranges[name] = hist.percentile
-        else:
-            ranges[name] = (hist.low, hist.high)
+                  symmetric: bool, logits: Sequence[str] = ()) -> RangeChoice:
+    """Every tensor's range under ``method`` ("minmax", "percentile" or "mse"); the ``logits`` outputs' the
+    calibrated range with its top times ``LOGITS_HEADROOM`` (the module docstring says why)."""
+    widened = tuple(name for name in logits if name in found)
+    ranges = {name: (hist.low, hist.high * LOGITS_HEADROOM if hist.high > 0 else hist.high) if name in widened
+              else _range(method, hist, qmin, qmax, symmetric) for name, hist in found.items()}
     clipped = sum(1 for name, (low, high) in ranges.items() if low > found[name].low or high < found[name].high)
-    return RangeChoice(method, ranges, clipped)
+    return RangeChoice(method, ranges, clipped, widened)
 
 
 def save_ranges(choice: RangeChoice, path: Path) -> Path:

@@ -80,6 +80,7 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
         plan, shapes = _shape_inference(plan)
     with phases.phase("float outputs"):  # once: the search's trials and the file are measured against them
         reference = _reference(plan, proto, held_out)
+    plan = _with_logits(plan, reference)
     plan, searched = _searched(plan, calibration, held_out, reference, phases)
     if searched is not None and searched.quantized is not None:  # the search's own trial is the file
         quantized = searched.quantized
@@ -98,6 +99,13 @@ def run(plan: Plan, *, quiet: bool, force: bool) -> QuantizeResult:
             result = _measure(plan, result, (float_model, reference_model), int8_model, (held_out, reference), phases)
         _judge(replace(result, timings=dict(phases.timings)))
         return _write(staged, folders, plan, result, phases)
+
+
+def _with_logits(plan: Plan, reference: Reference) -> Plan:
+    """The plan whose settings name the outputs judged as logits: their activation range keeps headroom
+    (:data:`portable.quantization.ranges.LOGITS_HEADROOM`, ``--no-logits-headroom`` turns it off)."""
+    logits = tuple(name for name in reference.names if reference.kinds[name].kind == "logits")
+    return replace(plan, settings=replace(plan.settings, logits=logits))
 
 
 def _searched(plan: Plan, calibration: Samples, held_out: Samples, reference: Reference,

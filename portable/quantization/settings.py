@@ -106,6 +106,8 @@ class Settings:
     symbolic_shape: bool = True  # quant_pre_process's symbolic shape inference (False: ONNX's alone; steps.py)
     adaround: bool | None = None  # portable.quantization.adaround; None: off (opt-in, adaround_for says why)
     equalization: bool | None = None  # portable.quantization.equalize; None: kept where it measures better
+    logits_headroom: bool = True  # portable.quantization.ranges: a logits output's calibrated top doubled
+    logits: tuple[str, ...] = ()  # the outputs judged as logits (the run's judging.py): what logits_headroom widens
 
     def adaround_for(self, op_types: set[str]) -> bool:
         """``adaround`` with None decided: off for every model, ``--adaround`` opts in. Measured end to end on
@@ -133,6 +135,7 @@ class Settings:
                 "smoothing": self.smoothing, "float_islands": self.float_islands, "scope": self.scope,
                 "shape_inference": "symbolic" if self.symbolic_shape else "onnx",
                 "adaround": self.adaround, "equalization": self.equalization,
+                "logits_headroom": self.logits_headroom, "logits_outputs": list(self.logits),
                 "target_defaults": self.target.to_dict()}
 
 
@@ -148,7 +151,7 @@ def resolve_settings(target: str | None = None, *, activations: str | None = Non
                      per_channel: bool | None = None, method: str | None = None,
                      exclude: Iterable[str] = (), bias_correction: bool = True, smoothing: bool = True,
                      float_islands: bool = True, scope: str | None = None, adaround: bool | None = None,
-                     equalization: bool | None = None) -> Settings:
+                     equalization: bool | None = None, logits_headroom: bool = True) -> Settings:
     """The target's defaults with the user's flags on top (``None``: not given)."""
     base = target_defaults(target)
     activations_type = _choice("activation-type", activations, EIGHT_BIT_TYPES)
@@ -165,4 +168,4 @@ def resolve_settings(target: str | None = None, *, activations: str | None = Non
                     _choice("method", method, METHODS) or "auto",
                     tuple(dict.fromkeys(e for e in exclude if e)), given, extra, bool(bias_correction),
                     bool(smoothing), bool(float_islands), _choice("scope", scope, SCOPES) or "auto",
-                    adaround=adaround, equalization=equalization)
+                    adaround=adaround, equalization=equalization, logits_headroom=bool(logits_headroom))

@@ -203,3 +203,35 @@ def test_mse_ranges_lose_less_than_minmax_on_held_out_activations(lite0):
             errors.append(float((((q - zero[0]) * scale[0] - values) ** 2).mean()))
         ratios.append(errors[0] / errors[1])
     assert np.mean(np.array(ratios) < 1.0) >= 0.85 and np.exp(np.log(ratios).mean()) < 0.8, np.round(ratios, 2)
+
+
+def test_a_logits_range_with_headroom_keeps_the_surest_held_out_crops_top_1(lite0):
+    """Lite0's logits on the fixture's crops, the 40 least sure as calibration, the other 56 held out (a draw where
+    every held-out crop is surer than every calibration one): the logits quantized alone, with the calibrated
+    range (min-max or least-MSE) the surest crops saturate at its top and their best classes tie (Lite0: 17 of
+    30 confident crops keep their top-1); with the top doubled (``LOGITS_HEADROOM``) every confident crop does."""
+    from portable.quantization.ranges import LOGITS_HEADROOM, activation_grid, histograms_of, method_ranges, scale_zero
+
+    model_path, cal, held = lite0
+    x = np.concatenate([_samples(cal, 48).arrays["inputs"], _samples(held, 48).arrays["inputs"]])
+    logits = _run(onnx.load(str(model_path)), x)
+    order = np.argsort(logits.max(axis=1))
+    calibration, held_out = logits[order[:40]], logits[order[40:]]
+    with contextlib.redirect_stdout(io.StringIO()):
+        found = histograms_of({"logits": [calibration[:20], calibration[20:]]})
+    grid = activation_grid(resolve_settings(None))
+    probs = np.exp(held_out - held_out.max(axis=1, keepdims=True))
+    sure = (probs / probs.sum(axis=1, keepdims=True)).max(axis=1) >= 0.5
+    kept = {}
+    for method in ("minmax", "mse"):
+        for headroom in ((), ("logits",)):
+            choice = method_ranges(method, found, *grid, logits=headroom)
+            low, high = (np.array([v]) for v in choice.ranges["logits"])
+            scale, zero = scale_zero(low, high, *grid)
+            q = (np.clip(np.round(held_out / scale[0]) + zero[0], grid[0], grid[1]) - zero[0]) * scale[0]
+            kept[method, bool(headroom)] = float((q.argmax(axis=1) == held_out.argmax(axis=1))[sure].mean())
+            if headroom:
+                assert choice.ranges["logits"] == (found["logits"].low, found["logits"].high * LOGITS_HEADROOM)
+    assert sure.sum() >= 16, sure.sum()
+    assert kept["minmax", True] == kept["mse", True] == 1.0, kept
+    assert kept["minmax", False] < 0.9 and kept["mse", False] < 0.9, kept

@@ -270,3 +270,31 @@ def test_each_pass_before_the_quantizer_is_switched_by_its_flag_and_reported(cnn
     assert off.passes["ranges"]["method"] == "minmax" and "bias_correction" not in off.passes
     weights = [_initializers(onnx.load(str(r.path))) for r in (on, off)]
     assert any(not np.array_equal(weights[0][k], weights[1][k]) for k in weights[0] if k.endswith("_quantized"))
+
+
+def _output_range(path: Path) -> tuple[float, float]:
+    """The real range of the graph output's QuantizeLinear (scale and zero point of the written file)."""
+    model = onnx.load(str(path))
+    made = {o: n for n in model.graph.node for o in n.output}
+    quantize = made[made[model.graph.output[0].name].input[0]]
+    tables = _initializers(model)
+    scale, zero = (float(tables[quantize.input[i]]) for i in (1, 2))
+    return (0 - zero) * scale, (255 - zero) * scale
+
+
+def test_the_logits_output_keeps_headroom_by_default_and_the_flag_turns_it_off(cnn, tmp_path):
+    """The CNN's [batch, 10] head is judged as logits: its range is the calibrated one with the top doubled, named
+    in ``passes``; ``logits_headroom=False`` leaves it as the ranges' method gives it (its effect on a trained
+    classifier: test_passes_trained.py)."""
+    images = np.random.default_rng(7).standard_normal((16, 3, 32, 32)).astype(np.float32)
+    data = _npz(tmp_path / "cal.npz", x=images)
+    common = {"calibration": data, "latency": False, "per_node": False, "min_sqnr": 0.0, "search_limit": 0,
+              "method": "mse", "adaround": False, "equalization": False}
+    on = portable.quantize(cnn, tmp_path / "on.onnx", **common)
+    off = portable.quantize(cnn, tmp_path / "off.onnx", logits_headroom=False, **common)
+    name = onnx.load(str(cnn)).graph.output[0].name
+    widened = on.passes["ranges"]["logits_headroom"]["outputs"]
+    assert list(widened) == [name] and on.settings.to_dict()["logits_outputs"] == [name], on.passes["ranges"]
+    assert off.passes["ranges"]["logits_headroom"]["outputs"] == {} and not off.settings.logits_headroom
+    high_on, high_off = _output_range(on.path)[1], _output_range(off.path)[1]
+    assert high_on == pytest.approx(widened[name][1], rel=0.02) and high_on > 1.8 * high_off, (high_on, high_off)
