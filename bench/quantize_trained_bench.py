@@ -9,7 +9,8 @@ ten others (fixtures/photos.py), per split of the photos (``--splits``: split 0 
   default), every node int8;
 - the ablation, each one pass changed from ``all-int8``: ``adaround`` (AdaRound on), ``no-adaround``,
   ``minmax`` (ranges: ONNX Runtime's MinMax), ``mse`` (ranges: least MSE per tensor), ``no-equalization``,
-  ``equalization`` (forced on), ``no-bias-correction``;
+  ``equalization`` (forced on), ``no-bias-correction``, ``no-logits-headroom`` (the logits' range as the
+  ranges' method gives it);
 - ``before``: issue 35's defaults (minmax, no AdaRound, no equalization), search off; and the ablation the
   other way, each one pass added to ``before``: ``plus-mse``, ``plus-equalization``, ``plus-adaround`` (bias
   correction's part: ``before`` against ``per-channel``);
@@ -61,6 +62,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "no-equalization": {**ALL_INT8, "equalization": False},
     "equalization": {**ALL_INT8, "equalization": True},
     "no-bias-correction": {**ALL_INT8, "bias_correction": False},
+    "no-logits-headroom": {**ALL_INT8, "logits_headroom": False},
     "before": {**ALL_INT8, **BEFORE},
     "plus-mse": {**ALL_INT8, **BEFORE, "method": "mse"},
     "plus-equalization": {**ALL_INT8, **BEFORE, "equalization": True},
@@ -124,7 +126,7 @@ def _bands(reference: np.ndarray, int8: np.ndarray) -> dict[str, Any]:
 
 def _passes(passes: dict[str, Any]) -> dict[str, Any]:
     """What each pass decided, short."""
-    keep = {"equalization": ("applied", "pairs", "per_channel_caps"), "ranges": ("method", "tensors", "clipped"),
+    keep = {"equalization": ("applied", "pairs", "per_channel_caps"), "ranges": ("method", "tensors", "clipped", "logits_headroom"),
             "adaround": ("applied", "layers", "nearest_layers", "flipped_share", "error_vs_nearest", "seconds"),
             "bias_correction": ("corrected_layers",)}
     out = {name: {k: passes[name][k] for k in keys if k in passes[name]} for name, keys in keep.items() if name in passes}
