@@ -29,7 +29,7 @@ from portable.exporters.textgen_step import (
     make_step,
     step_inputs,
 )
-from portable.exporters.textgen_write import MANIFEST_SUFFIX, PairTargets, staging, write_pair
+from portable.exporters.textgen_write import PairTargets, staging, write_pair
 from portable.policy import Policy, load_policy
 from portable.progress import Phases
 from portable.report import ValidationReport
@@ -109,7 +109,7 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
     plan = _Plan(PairTargets.of(output), context, prefill, parse_batch(batch), precision,
                  (policy or load_policy()), tokens)
     _check(plan, force, verify, text)
-    beside = _tokenizer_target(plan.targets, force) if tokenizer is not None else None
+    beside = plan.targets.tokenizer(force) if tokenizer is not None else None
     phases = phases or Phases(quiet)
     _check_weights(model, plan)
     step = _step(model, plan)
@@ -133,16 +133,6 @@ def export_text_generation(model: Any, output: str | Path, *, context: int = DEF
             for (role, result), report in zip(graphs.items(), reports)}
     return TextGenResult(done["prefill"], done["decode"], plan.targets.manifest,
                          str(reports[0].model["weights_fingerprint"]), proof, manifest)
-
-
-def _tokenizer_target(targets: PairTargets, force: bool) -> Path:
-    """``NAME.hf/`` beside the pair (as a single-graph export writes ``NAME.hf/``), checked before any work."""
-    from portable.exporters.writer import check_target
-    from portable.hf.assets import SIDECAR_SUFFIX
-
-    target = targets.manifest.with_name(targets.manifest.name.removesuffix(MANIFEST_SUFFIX) + SIDECAR_SUFFIX)
-    check_target(target, force, folder=True)
-    return target
 
 
 def _save_tokenizer(tokenizer: Any, staged: Path, context: int, target: Path) -> dict[str, Any]:
@@ -314,7 +304,7 @@ def export_text_generation_spec(spec: str, output: str | Path, *, weights: str |
     targets = PairTargets.of(output)
     targets.check(bool(options.get("force")))  # the folder and the targets, before the model loads
     if is_folder_reference(spec):  # its tokenizer's folder too
-        _tokenizer_target(targets, bool(options.get("force")))
+        targets.tokenizer(bool(options.get("force")))
     phases = phases or Phases(True)
     with phases.phase("load"):
         if is_folder_reference(spec):

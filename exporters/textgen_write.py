@@ -50,6 +50,14 @@ class PairTargets:
     def files(self) -> tuple[Path, Path, Path]:
         return (self.prefill, self.decode, self.manifest)
 
+    def tokenizer(self, force: bool) -> Path:
+        """``NAME.hf/`` beside the pair (as a single-graph export writes ``NAME.hf/``), checked before any work."""
+        from portable.hf.assets import SIDECAR_SUFFIX
+
+        target = self.manifest.with_name(self.manifest.name.removesuffix(MANIFEST_SUFFIX) + SIDECAR_SUFFIX)
+        check_target(target, force, folder=True)
+        return target
+
     def check(self, force: bool) -> None:
         """Before any work: the folder exists and no target is there (unless ``force``)."""
         for path in self.files:

@@ -11,7 +11,9 @@ cannot express: int4 (``MatMulNBits`` is com.microsoft; blocked int4 ``Dequantiz
 
 The pair is judged against the float model by budgets, not by identity (``compare --task text-generation
 --text FILE``: teacher-forced top-1 agreement and perplexity ratio); the manifest says it is weight-only and
-carries the float pair's weights fingerprint beside its own.
+carries the float pair's weights fingerprint beside its own. The tokenizer the float pair recorded
+(``NAME.hf/``, written by an export from a model folder) is copied beside the int8 pair as its own
+``NAME-w8.hf/``, moved with it all or nothing, so the int8 pair travels with its tokenizer as the float one does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from portable.errors import FindingsError, UsageError
+from portable.errors import FindingsError, InputError, UsageError
 
 __all__ = ["MIN_ELEMENTS", "WeightOnlyInt8Pass", "WeightOnlyResult", "quantize_pair"]
 
@@ -137,16 +139,44 @@ def quantize_pair(manifest: str | Path, output: str | Path, *, force: bool = Fal
         raise UsageError(f"{source}: this pair is quantized already ({content['quantization'].get('weights')})")
     targets = PairTargets.of(output)
     targets.check(force)
+    tokenizer = _recorded_tokenizer(source, content)
+    beside = targets.tokenizer(force) if tokenizer is not None else None
     with staging(targets) as folder:
         staged = (folder / targets.prefill.name, folder / targets.decode.name)
         counts = {_graph(src, dst) for src, dst in zip((files.prefill, files.decode), staged)}
         fingerprint = _validated(staged, content)
-        write_pair(list(zip(staged, (targets.prefill, targets.decode))), targets.manifest,
-                   _manifest(content, targets, fingerprint, source), force)
+        manifest = _manifest(content, targets, fingerprint, source)
+        moves = list(zip(staged, (targets.prefill, targets.decode)))
+        if tokenizer is not None and beside is not None:
+            manifest["preprocessing"] = _copied(tokenizer, folder / "tokenizer", beside, content["preprocessing"])
+            moves.append((folder / "tokenizer", beside))
+        write_pair(moves, targets.manifest, manifest, force)
     return WeightOnlyResult(targets.manifest, (targets.prefill, targets.decode),
                             sum(f.stat().st_size for f in (files.prefill, files.decode)),
                             sum(f.stat().st_size for f in (targets.prefill, targets.decode)),
                             max(counts), fingerprint, str(content.get("weights_fingerprint")))
+
+
+def _recorded_tokenizer(source: Path, content: dict[str, Any]) -> Path | None:
+    """The float pair's tokenizer folder its manifest records (None: it records none); refused when gone."""
+    record = content.get("preprocessing")
+    if not isinstance(record, dict) or not record.get("folder"):
+        return None
+    folder = source.parent / str(record["folder"])
+    if not folder.is_dir():
+        raise InputError(f"the manifest records the tokenizer in {folder.name}/, which is not there: put it back "
+                         "beside the pair, or export the pair again", path=str(source))
+    return folder
+
+
+def _copied(tokenizer: Path, staged: Path, target: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """The tokenizer's files copied into ``staged`` (moved onto ``target`` with the pair); the manifest's record."""
+    import shutil
+
+    from portable.hf.assets import files_record
+
+    shutil.copytree(tokenizer, staged)
+    return {**record, "folder": target.name, "files": files_record(staged)}
 
 
 def _validated(staged: tuple[Path, Path], content: dict[str, Any]) -> str:

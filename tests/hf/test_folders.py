@@ -249,6 +249,12 @@ def test_a_causal_lm_folder_exports_its_pair_with_its_tokenizer_beside_or_nothin
 
     shipped, own = AutoTokenizer.from_pretrained(str(out / "lm.hf")), AutoTokenizer.from_pretrained(str(folder))
     assert shipped("Hello there")["input_ids"] == own("Hello there")["input_ids"]
+    (tmp_path / "w8").mkdir()  # the weight-only pair, elsewhere, takes a copy of the tokenizer with it
+    w8 = cli("quantize", str(out / "lm.textgen.json"), "-o", str(tmp_path / "w8" / "lm-w8"), "--weight-only")
+    assert w8.exit_code == 0, w8.output
+    copied = json.loads((tmp_path / "w8" / "lm-w8.textgen.json").read_text())["preprocessing"]
+    assert copied["folder"] == "lm-w8.hf" and copied["files"] == record["files"], copied
+    assert sorted(p.name for p in (tmp_path / "w8" / "lm-w8.hf").iterdir()) == sorted(record["files"])
     for name in ("lm.prefill.onnx", "lm.decode.onnx", "lm.textgen.json"):
         (out / name).unlink()
     again = cli(*args)  # the tokenizer folder is a target too: refused without --force, before the export
