@@ -145,12 +145,12 @@ def quantize_pair(manifest: str | Path, output: str | Path, *, force: bool = Fal
         staged = (folder / targets.prefill.name, folder / targets.decode.name)
         counts = {_graph(src, dst) for src, dst in zip((files.prefill, files.decode), staged)}
         fingerprint = _validated(staged, content)
-        manifest = _manifest(content, targets, fingerprint, source)
+        written = _manifest(content, targets, fingerprint, source)
         moves = list(zip(staged, (targets.prefill, targets.decode)))
         if tokenizer is not None and beside is not None:
-            manifest["preprocessing"] = _copied(tokenizer, folder / "tokenizer", beside, content["preprocessing"])
+            written["preprocessing"] = _copied(tokenizer, folder / "tokenizer", beside, content["preprocessing"])
             moves.append((folder / "tokenizer", beside))
-        write_pair(moves, targets.manifest, manifest, force)
+        write_pair(moves, targets.manifest, written, force)
     return WeightOnlyResult(targets.manifest, (targets.prefill, targets.decode),
                             sum(f.stat().st_size for f in (files.prefill, files.decode)),
                             sum(f.stat().st_size for f in (targets.prefill, targets.decode)),
