@@ -58,4 +58,15 @@ def quantize_file(source: Path, settings: Settings, calibration: Samples, reuse:
         with step(source, "ONNX Runtime's quantize_static"):
             quantized = quantize_prepared(ready, path, settings, proto, calibration,
                                           reuse.calibration_cache if reuse is not None else None)
-        return Quantized(quantized, dict(ready.passes), ready.reference)
+        return Quantized(quantized, _headroom_used(dict(ready.passes), quantized), ready.reference)
+
+
+def _headroom_used(passes: dict[str, Any], quantized: onnx.ModelProto) -> dict[str, Any]:
+    """``passes`` whose logits headroom names only the outputs the quantizer quantized: scope "linear" leaves a
+    classifier head's output float, and the range kept for it is then never used."""
+    headroom = passes.get("ranges", {}).get("logits_headroom")
+    if not headroom or not headroom["outputs"]:
+        return passes
+    dequantized = {o for n in quantized.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    used = {name: value for name, value in headroom["outputs"].items() if name in dequantized}
+    return {**passes, "ranges": {**passes["ranges"], "logits_headroom": {**headroom, "outputs": used}}}

@@ -284,8 +284,8 @@ def _output_range(path: Path) -> tuple[float, float]:
 
 def test_the_logits_output_keeps_headroom_by_default_and_the_flag_turns_it_off(cnn, tmp_path):
     """The CNN's [batch, 10] head is judged as logits: its range is the calibrated one with the top doubled, named
-    in ``passes``; ``logits_headroom=False`` leaves it as the ranges' method gives it (its effect on a trained
-    classifier: test_passes_trained.py)."""
+    in ``passes``; ``logits_headroom=False`` leaves it as the ranges' method gives it; scope "linear" leaves the
+    head's output float, and no headroom is named (its effect on a trained classifier: test_passes_trained.py)."""
     images = np.random.default_rng(7).standard_normal((16, 3, 32, 32)).astype(np.float32)
     data = _npz(tmp_path / "cal.npz", x=images)
     common = {"calibration": data, "latency": False, "per_node": False, "min_sqnr": 0.0, "search_limit": 0,
@@ -298,3 +298,5 @@ def test_the_logits_output_keeps_headroom_by_default_and_the_flag_turns_it_off(c
     assert off.passes["ranges"]["logits_headroom"]["outputs"] == {} and not off.settings.logits_headroom
     high_on, high_off = _output_range(on.path)[1], _output_range(off.path)[1]
     assert high_on == pytest.approx(widened[name][1], rel=0.02) and high_on > 1.8 * high_off, (high_on, high_off)
+    linear = portable.quantize(cnn, tmp_path / "linear.onnx", scope="linear", **common)  # the head's output float
+    assert linear.passes["ranges"]["logits_headroom"]["outputs"] == {}, linear.passes["ranges"]
