@@ -22,7 +22,9 @@ ten others (fixtures/photos.py), per split of the photos (``--splits``: split 0 
   passes.
 
 Each row: SQNR of the logits and top-1 agreement over the held-out crops, and on the **confident band** (the
-crops whose float top-1 probability is at least 0.5: what the model is sure of), the floor's verdict, the
+crops whose float top-1 probability is at least 0.5: what the model is sure of; ``bands``: ONNX Runtime CPU on the
+written file, every held-out crop; ``judged_bands``: quantize's own figures, for ``--target qnn`` the HTP
+simulator's on its first held-out crops), the floor's verdict, the
 nodes the search kept float, the run's wall and CPU seconds (the machine is shared: read the CPU time and
 the ratios, side by side), and for ``all-int8`` and ``searched`` ONNX Runtime's CPU latency of the written
 file against float at batch 8 (quantize's own, side by side in one run).
@@ -159,6 +161,7 @@ def _row(model: Path, name: str, cal: Path, held: Path, reference: np.ndarray, f
         "sqnr_db": round(accuracy.sqnr_db, 2), "top1_agreement": round(accuracy.top1_agreement or 0.0, 4),
         "floor_ok": accuracy.sqnr_db >= 20.0 and (accuracy.top1_agreement or 0.0) >= 0.9, "written": result.written,
         "passes": _passes(result.passes), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+    row["judged_bands"] = [band.to_dict() for band in accuracy.bands]  # quantize's own (qnn: the HTP's samples)
     if result.written:
         row["bands"] = _bands(reference, _outputs(out, np.load(held)["inputs"]))
     if result.latency is not None:
