@@ -21,12 +21,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx_ir as ir
 
 from portable.errors import FindingsError, InputError, UsageError
+
+if TYPE_CHECKING:
+    from portable.hf.assets import Recorded
 
 __all__ = ["MIN_ELEMENTS", "WeightOnlyInt8Pass", "WeightOnlyResult", "quantize_pair"]
 
@@ -129,6 +132,7 @@ def quantize_pair(manifest: str | Path, output: str | Path, *, force: bool = Fal
     """The weight-only int8 pair of the float pair ``manifest`` (``NAME.textgen.json``) at ``output``
     (``NAME-w8``), validated like every export (each graph's rules and the pair rules); all or nothing."""
     from portable.exporters.textgen_write import PairTargets, staging, write_pair
+    from portable.hf.assets import copy_recorded
     from portable.runners.generation import PairFiles
 
     source = Path(manifest)
@@ -148,7 +152,8 @@ def quantize_pair(manifest: str | Path, output: str | Path, *, force: bool = Fal
         written = _manifest(content, targets, fingerprint, source)
         moves = list(zip(staged, (targets.prefill, targets.decode)))
         if tokenizer is not None and beside is not None:
-            written["preprocessing"] = _copied(tokenizer, folder / "tokenizer", beside, content["preprocessing"])
+            (folder / "tokenizer").mkdir()
+            written["preprocessing"] = copy_recorded(tokenizer, folder / "tokenizer", beside.name)
             moves.append((folder / "tokenizer", beside))
         write_pair(moves, targets.manifest, written, force)
     return WeightOnlyResult(targets.manifest, (targets.prefill, targets.decode),
@@ -157,8 +162,10 @@ def quantize_pair(manifest: str | Path, output: str | Path, *, force: bool = Fal
                             max(counts), fingerprint, str(content.get("weights_fingerprint")))
 
 
-def _recorded_tokenizer(source: Path, content: dict[str, Any]) -> Path | None:
+def _recorded_tokenizer(source: Path, content: dict[str, Any]) -> Recorded | None:
     """The float pair's tokenizer folder its manifest records (None: it records none); refused when gone."""
+    from portable.hf.assets import Recorded
+
     record = content.get("preprocessing")
     if not isinstance(record, dict) or not record.get("folder"):
         return None
@@ -166,17 +173,7 @@ def _recorded_tokenizer(source: Path, content: dict[str, Any]) -> Path | None:
     if not folder.is_dir():
         raise InputError(f"the manifest records the tokenizer in {folder.name}/, which is not there: put it back "
                          "beside the pair, or export the pair again", path=str(source))
-    return folder
-
-
-def _copied(tokenizer: Path, staged: Path, target: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """The tokenizer's files copied into ``staged`` (moved onto ``target`` with the pair); the manifest's record."""
-    import shutil
-
-    from portable.hf.assets import files_record
-
-    shutil.copytree(tokenizer, staged)
-    return {**record, "folder": target.name, "files": files_record(staged)}
+    return Recorded(folder, record, source)
 
 
 def _validated(staged: tuple[Path, Path], content: dict[str, Any]) -> str:
