@@ -1,5 +1,5 @@
 """python -m portable"""
 
-from portable.cli import main
+from portable.cli import console
 
-main()
+console()
