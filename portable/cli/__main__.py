@@ -1,5 +1,5 @@
 """python -m portable.cli"""
 
-from portable.cli import main
+from portable.cli import console
 
-main()
+console()
