@@ -24,7 +24,8 @@ def fleet() -> None:
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
               help="local: steps at once; ray without --address: the local cluster's CPUs.")
 @click.option("--address", default=None, metavar="HOST:PORT|auto",
-              help="ray: the cluster to use ('auto': the one running here). Default: a local cluster for this run.")
+              help="ray: the cluster to use ('auto': the one running here, or RAY_ADDRESS's). Default: a local cluster "
+                   "for this run, whatever runs here already.")
 @click.option("--only", default=None, metavar="NAMES", help="Only these models (comma-separated names).")
 @click.option("--force", is_flag=True, help="Run every step again, done or not.")
 @format_option("Progress as a status line on a terminal, or as JSON lines on stdout.")

@@ -103,8 +103,8 @@ def _connect(address: str | None, jobs: int) -> bool:
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)}}
     common: dict[str, Any] = {"log_to_driver": False, "runtime_env": env, "configure_logging": False,
                               "include_dashboard": False}
-    if address is None:
-        ray.init(num_cpus=max(1, jobs), **common)
+    if address is None:  # "local": a new instance, not the cluster that `ray start` or RAY_ADDRESS names ('auto' does)
+        ray.init(address="local", num_cpus=max(1, jobs), **common)
         return True
     if address != "auto":
         _reachable(address)

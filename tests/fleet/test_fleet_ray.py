@@ -83,6 +83,20 @@ def _kill_the_gated_worker(gate: Path, killed: dict[str, Any], stop: threading.E
             return
 
 
+def _run_beside_the_cluster(fixtures: Path, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """A one-step fleet run without ``--address`` while the test's cluster (``ray start``) is up: the run's own
+    local cluster, one CPU, started and stopped by the run."""
+    folder.mkdir()
+    fleet = folder / "fleet.toml"
+    fleet.write_text(f'[defaults]\ntargets = ["ort-cpu"]\nsteps = ["validate"]\n\n[[model]]\nname = "opset13"\n'
+                     f'model = "{fixtures / "opset13.onnx"}"\n')
+    try:
+        summary = run_fleet_file(fleet, folder / "results", engine="ray", jobs=1)
+    except Exception as exc:  # noqa: BLE001 - kept for its test: the cluster's other tests stand on their own
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"exit_code": summary.exit_code, "records": [(r.model, r.step, r.status, r.engine) for r in summary.records]}
+
+
 @pytest.fixture(scope="session")
 def ray_run(once, fleet_file) -> tuple[Path, dict[str, Any]]:
     """The session's fleet on a two-node loopback cluster (started and stopped here, once), the gated worker
@@ -102,11 +116,13 @@ def ray_run(once, fleet_file) -> tuple[Path, dict[str, Any]]:
             killer.start()
             summary = run_fleet_file(fleet_file, folder / "results", engine="ray", address=f"127.0.0.1:{port}")
             gone = not killed or not _alive(killed["step"])
+            stop.set()
+            beside = _run_beside_the_cluster(fleet_file.parent, folder / "beside", env)
         finally:
             stop.set()
             _stop_cluster(env)
         return {"exit_code": summary.exit_code, "ran": summary.ran, "records": len(summary.records), "killed": killed,
-                "step_died_with_its_worker": gone}
+                "step_died_with_its_worker": gone, "beside": beside}
 
     folder, summary = once("ray", make)
     return folder / "results", summary
@@ -155,3 +171,12 @@ def test_a_worker_killed_during_a_step_is_retried_by_ray_and_the_fleet_completes
     assert summary["step_died_with_its_worker"]
     gate = Store(results).get("gate", "export")
     assert gate is not None and gate.status == "pass" and gate.attempts == 2 and gate.artefact
+
+
+def test_a_run_without_an_address_starts_its_own_cluster_beside_one_running_here(ray_run):
+    """Ray's own ``ray.init()`` would join the cluster ``ray start`` left running (and refuse ``num_cpus``
+    there): ``portable fleet run --engine ray`` without ``--address`` failed with an internal error (exit 3)."""
+    beside = ray_run[1]["beside"]
+    assert "error" not in beside, beside.get("error")
+    assert beside["records"] == [["opset13", "validate", "failed", "ray"]]  # opset 13: PORT001, a finding
+    assert beside["exit_code"] == 1
