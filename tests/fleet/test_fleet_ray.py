@@ -83,7 +83,7 @@ def _kill_the_gated_worker(gate: Path, killed: dict[str, Any], stop: threading.E
             return
 
 
-def _run_beside_the_cluster(fixtures: Path, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+def _run_beside_the_cluster(fixtures: Path, folder: Path) -> dict[str, Any]:
     """A one-step fleet run without ``--address`` while the test's cluster (``ray start``) is up: the run's own
     local cluster, one CPU, started and stopped by the run."""
     folder.mkdir()
@@ -116,8 +116,8 @@ def ray_run(once, fleet_file) -> tuple[Path, dict[str, Any]]:
             killer.start()
             summary = run_fleet_file(fleet_file, folder / "results", engine="ray", address=f"127.0.0.1:{port}")
             gone = not killed or not _alive(killed["step"])
-            stop.set()
-            beside = _run_beside_the_cluster(fleet_file.parent, folder / "beside", env)
+            stop.set()  # the gated step is done: nothing more to kill
+            beside = _run_beside_the_cluster(fleet_file.parent, folder / "beside")
         finally:
             stop.set()
             _stop_cluster(env)
